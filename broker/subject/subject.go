@@ -56,3 +56,15 @@ func Output(run string) string { return OutputPrefix + "." + run }
 
 // Journal returns the subject a run's journal events are published on.
 func Journal(run string) string { return JournalPrefix + "." + run }
+
+// Inbox prefixes. Applications and agents connect with their own
+// credentials and may subscribe only to their own inbox space, so neither
+// can read the other's replies.
+const (
+	AppInbox   = "_INBOX_app"
+	AgentInbox = "_INBOX_agent"
+)
+
+// OutputStream keeps delivered outputs (subjects gatehouse.v1.output.>) so
+// a caller that was not listening can still read a run's results.
+const OutputStream = "GATEHOUSE_OUTPUTS"

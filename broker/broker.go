@@ -1,0 +1,369 @@
+package broker
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync/atomic"
+	"time"
+
+	"github.com/gatehouse/gatehouse/broker/journal"
+	"github.com/gatehouse/gatehouse/policy"
+)
+
+// Sink carries out one kind of effect at the one place it happens. The
+// broker calls Describe, decides, records, and calls Perform only for an
+// allowed effect whose decision and attempt are recorded (or, in report
+// mode, could not be recorded and were logged). Implementations must be safe
+// for concurrent use.
+type Sink interface {
+	Name() policy.Sink
+	// Describe decodes the request's params and builds the effect exactly
+	// as it will be carried out. Its error is returned to the agent as
+	// BAD_REQUEST (wrap ErrBadRequest) and nothing is decided.
+	Describe(run *Run, req *EffectRequest) (*Proposal, error)
+	// Perform carries out the effect described by p.
+	Perform(ctx context.Context, run *Run, req *EffectRequest, p *Proposal) (*Performed, error)
+}
+
+// Proposal is a described effect, ready to be decided.
+type Proposal struct {
+	Effect policy.Effect
+	// Size and Digest describe the content the effect carries (never the
+	// content); Digest is "sha256:<hex>".
+	Size   int64
+	Digest string
+	// State is the sink's own decoded request, handed back to Perform.
+	State any
+}
+
+// Performed is what a sink did.
+type Performed struct {
+	Result journal.Result
+	// Reply is returned to the agent as EffectReply.Result.
+	Reply json.RawMessage
+}
+
+// RunStore keeps run records. Implementations: *KVRuns.
+type RunStore interface {
+	Create(ctx context.Context, r *Run) error
+	Get(ctx context.Context, id string) (*Run, error)
+	Close(ctx context.Context, id string) (*Run, error)
+}
+
+// Journal records events durably; Record returns only once the event is
+// stored where the journal writer will find it. Implementations: *Recorder.
+type Journal interface {
+	Record(ctx context.Context, e *journal.Event) error
+}
+
+// Config configures a Broker. The zero value of each field is useful.
+type Config struct {
+	Mode   policy.Mode      // "" is report
+	Now    func() time.Time // nil is time.Now
+	Logger *slog.Logger     // nil discards
+	// Metrics, when set, counts decisions and times recording.
+	Metrics *Metrics
+}
+
+// Broker is the gate: it turns a proposal into a decision, records it, hands
+// allowed effects to their sink and answers. It holds no per-run state of
+// its own, so many brokers can share a queue group. Safe for concurrent use.
+type Broker struct {
+	mode    policy.Mode
+	now     func() time.Time
+	log     *slog.Logger
+	metrics *Metrics
+	runs    RunStore
+	journal Journal
+	sinks   map[policy.Sink]Sink
+	policy  atomic.Pointer[policy.Policy]
+}
+
+// New returns a broker deciding under p. Sinks are looked up by Name.
+func New(cfg Config, runs RunStore, j Journal, p *policy.Policy, sinks ...Sink) (*Broker, error) {
+	mode := cfg.Mode
+	if mode == "" {
+		mode = policy.ModeReport
+	}
+	if _, err := policy.ParseMode(string(mode)); err != nil {
+		return nil, err
+	}
+	b := &Broker{
+		mode: mode, now: cfg.Now, log: cfg.Logger, metrics: cfg.Metrics,
+		runs: runs, journal: j, sinks: map[policy.Sink]Sink{},
+	}
+	if b.now == nil {
+		b.now = time.Now
+	}
+	if b.log == nil {
+		b.log = slog.New(slog.DiscardHandler)
+	}
+	for _, s := range sinks {
+		if _, dup := b.sinks[s.Name()]; dup {
+			return nil, fmt.Errorf("sink %q registered twice", s.Name())
+		}
+		b.sinks[s.Name()] = s
+	}
+	b.SetPolicy(p)
+	return b, nil
+}
+
+// SetPolicy replaces the policy for effects decided from now on. A nil
+// policy refuses everything.
+func (b *Broker) SetPolicy(p *policy.Policy) { b.policy.Store(p) }
+
+// Policy returns the policy in force.
+func (b *Broker) Policy() *policy.Policy { return b.policy.Load() }
+
+// Mode returns the broker's mode.
+func (b *Broker) Mode() policy.Mode { return b.mode }
+
+// Sinks returns the names of the sinks this broker serves.
+func (b *Broker) Sinks() []policy.Sink {
+	out := make([]policy.Sink, 0, len(b.sinks))
+	for n := range b.sinks {
+		out = append(out, n)
+	}
+	return out
+}
+
+// Open opens work for a person and returns the run. run.open is recorded
+// before the run exists: work that cannot be recorded does not open.
+func (b *Broker) Open(ctx context.Context, w *OpenWork) (*Run, error) {
+	now := b.now().UTC()
+	r := &Run{
+		ID: NewRunID(now), For: policy.Principal{Tenant: w.Tenant, Person: w.Person},
+		Mandate: w.Mandate, Scopes: w.Scopes, Agent: w.Agent, Opened: now,
+	}
+	if r.Scopes == nil {
+		r.Scopes = []string{}
+	}
+	if r.Mandate != nil {
+		r.MandateDigest = r.Mandate.Digest()
+	}
+	if b.mode != policy.ModeOff {
+		ev, err := b.event(r.ID, journal.TypeRunOpen, "", journal.RunOpen{
+			ActingFor: r.For, Mandate: r.Mandate, MandateDigest: r.MandateDigest, Scopes: r.Scopes, Agent: r.Agent,
+		})
+		if err != nil {
+			return nil, err
+		}
+		if err := b.journal.Record(ctx, ev); err != nil {
+			return nil, err
+		}
+	}
+	if err := b.runs.Create(ctx, r); err != nil {
+		return nil, err
+	}
+	b.log.Info("work opened", "run", r.ID, "tenant", r.For.Tenant, "person", r.For.Person, "agent", r.Agent)
+	return r, nil
+}
+
+// CloseRun closes a run; later effects for it are refused with ErrRunClosed.
+func (b *Broker) CloseRun(ctx context.Context, c *CloseWork) error {
+	if _, err := b.runs.Close(ctx, c.Run); err != nil {
+		return err
+	}
+	if b.mode == policy.ModeOff {
+		return nil
+	}
+	ev, err := b.event(c.Run, journal.TypeRunClose, "", journal.RunClose{Status: c.Status})
+	if err != nil {
+		return err
+	}
+	return b.journal.Record(ctx, ev)
+}
+
+// Propose decides one effect of sink for the run the request names, records
+// the decision, carries the effect out when allowed, and returns the reply.
+// It never returns a nil reply; errors are in EffectReply.Error.
+//
+// The promise: in report and strict mode no effect is performed before its
+// policy.decision and effect.attempt are acknowledged by the journal, except
+// in report mode when the journal fails, which is logged and answered with
+// Recorded false. In strict mode a decision that cannot be recorded refuses.
+func (b *Broker) Propose(ctx context.Context, sinkName policy.Sink, data []byte) *EffectReply {
+	start := time.Now()
+	reply := b.propose(ctx, sinkName, data)
+	label := sinkName
+	if _, ok := b.sinks[sinkName]; !ok {
+		label = "unknown" // never a label from an agent's subject
+	}
+	b.metrics.observeEffect(label, reply, time.Since(start))
+	return reply
+}
+
+func (b *Broker) propose(ctx context.Context, sinkName policy.Sink, data []byte) *EffectReply {
+	sink, ok := b.sinks[sinkName]
+	if !ok {
+		return errorReply("", fmt.Errorf("%w: %q", ErrUnknownSink, clip(string(sinkName))))
+	}
+	req, err := DecodeEffectRequest(data)
+	if err != nil {
+		b.log.Warn("effect request refused", "sink", sinkName, "err", err)
+		return errorReply("", err)
+	}
+	run, err := b.runs.Get(ctx, req.Run)
+	if err != nil {
+		return errorReply(req.Run, err)
+	}
+	if run.Closed {
+		return errorReply(req.Run, fmt.Errorf("%w: %s", ErrRunClosed, run.ID))
+	}
+	prop, err := sink.Describe(run, req)
+	if err != nil {
+		return errorReply(req.Run, err)
+	}
+	now := b.now()
+	effectID := newID("e_", now)
+	reply := &EffectReply{Run: run.ID, Effect: effectID}
+	pol := b.policy.Load()
+
+	var d policy.Decision
+	if b.mode == policy.ModeOff {
+		d = policy.Decision{Verdict: policy.VerdictAllow, Mode: policy.ModeOff}
+	} else {
+		d = pol.Decide(policy.Input{Mode: b.mode, Authority: run.Authority(), Effect: prop.Effect, Now: now})
+	}
+	reply.Decision = decisionBody(d)
+	b.metrics.observeDecision(sinkName, reply.Decision)
+
+	if b.mode != policy.ModeOff {
+		ev, err := b.event(run.ID, journal.TypeDecision, effectID, decisionData(run, pol, prop, d))
+		if err == nil {
+			err = b.record(ctx, ev)
+		}
+		if err != nil {
+			if b.mode == policy.ModeStrict {
+				b.log.Error("decision not recorded; refusing", "run", run.ID, "effect", effectID, "err", err)
+				reply.Decision = &DecisionBody{Outcome: journal.OutcomeRefused, Mode: b.mode, Enforced: true,
+					Rule: "journal", Reasons: []policy.Reason{{Rule: "journal", Enforced: true,
+						Detail: "strict mode refuses an effect whose decision cannot be recorded"}}}
+				reply.Error = errorBody(err)
+				return reply
+			}
+			b.log.Error("decision not recorded; report mode lets the effect through", "run", run.ID, "effect", effectID, "err", err)
+		} else {
+			reply.Decision.Recorded = true
+		}
+	}
+	if d.Verdict != policy.VerdictAllow {
+		return reply
+	}
+
+	if b.mode != policy.ModeOff {
+		ev, err := b.event(run.ID, journal.TypeAttempt, effectID, journal.Attempt{Sink: sinkName, Action: req.Action})
+		if err == nil {
+			err = b.record(ctx, ev)
+		}
+		if err != nil {
+			if b.mode == policy.ModeStrict {
+				b.log.Error("attempt not recorded; not performing", "run", run.ID, "effect", effectID, "err", err)
+				reply.Error = errorBody(err)
+				return reply
+			}
+			b.log.Error("attempt not recorded; report mode performs anyway", "run", run.ID, "effect", effectID, "err", err)
+		}
+	}
+
+	done, perr := sink.Perform(ctx, run, req, prop)
+	if perr != nil {
+		done = &Performed{Result: journal.Result{Status: "failed", Error: errorType(perr)}}
+		reply.Error = errorBody(fmt.Errorf("%w: %v", ErrEffectFailed, perr))
+		b.log.Warn("effect failed", "run", run.ID, "effect", effectID, "sink", sinkName, "err", perr)
+	}
+	reply.Outcome = &done.Result
+	reply.Result = done.Reply
+
+	if b.mode != policy.ModeOff {
+		ev, err := b.event(run.ID, journal.TypeOutcome, effectID, done.Result)
+		if err == nil {
+			err = b.record(ctx, ev)
+		}
+		if err != nil {
+			// The effect happened; its outcome is missing from the record,
+			// which verify reports as an attempt without an outcome.
+			b.log.Error("outcome not recorded", "run", run.ID, "effect", effectID, "err", err)
+		}
+	}
+	return reply
+}
+
+func (b *Broker) record(ctx context.Context, ev *journal.Event) error {
+	start := time.Now()
+	err := b.journal.Record(ctx, ev)
+	b.metrics.observeRecord(ev.Type, err, time.Since(start))
+	return err
+}
+
+func (b *Broker) event(run string, typ journal.Type, effect string, data any) (*journal.Event, error) {
+	raw, err := json.Marshal(data)
+	if err != nil {
+		return nil, fmt.Errorf("encode %s: %w", typ, err)
+	}
+	now := b.now().UTC()
+	return &journal.Event{V: journal.Version, ID: newID("ev_", now), Run: run, Type: typ, Time: now, Effect: effect, Data: raw}, nil
+}
+
+func decisionData(run *Run, pol *policy.Policy, p *Proposal, d policy.Decision) journal.Decision {
+	e := p.Effect
+	return journal.Decision{
+		ActingFor: run.For, MandateDigest: run.MandateDigest, ScopesChecked: nonNil(d.ScopesChecked), Agent: run.Agent,
+		PolicyDigest: pol.Digest(), Mode: d.Mode,
+		Sink: e.Sink, Action: e.Action, Origin: e.Origin, Tool: e.Tool, Target: e.Target, Confined: e.Confined,
+		Provider: e.Provider, Method: e.Method, Host: e.Host, Path: e.Path, Atom: e.Atom, Declared: e.Declared, Verified: d.Verified,
+		Size: p.Size, Digest: p.Digest,
+		Outcome: outcomeOf(d.Verdict), Refusal: d.Refusal, Rule: d.Rule, Enforced: d.Enforced, Allowed: d.Allowed, Reasons: d.Reasons,
+	}
+}
+
+func decisionBody(d policy.Decision) *DecisionBody {
+	return &DecisionBody{Outcome: outcomeOf(d.Verdict), Refusal: d.Refusal, Rule: d.Rule, Enforced: d.Enforced,
+		Mode: d.Mode, AllowedBy: d.Allowed, Reasons: d.Reasons}
+}
+
+func outcomeOf(v policy.Verdict) journal.Outcome {
+	switch v {
+	case policy.VerdictAllow:
+		return journal.OutcomeAllowed
+	case policy.VerdictHold:
+		return journal.OutcomeHeld
+	default:
+		return journal.OutcomeRefused
+	}
+}
+
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
+
+func errorReply(run string, err error) *EffectReply {
+	return &EffectReply{Run: run, Error: errorBody(err)}
+}
+
+func errorBody(err error) *ErrorBody {
+	code, advice := CodeOf(err)
+	return &ErrorBody{Code: code, Message: err.Error() + "; " + advice}
+}
+
+// errorType names the kind of a sink's failure for the journal without
+// carrying its message, which may hold content.
+func errorType(err error) string {
+	var t interface{ ErrorType() string }
+	if errors.As(err, &t) {
+		return t.ErrorType()
+	}
+	switch {
+	case errors.Is(err, context.DeadlineExceeded):
+		return "timeout"
+	case errors.Is(err, context.Canceled):
+		return "canceled"
+	}
+	return "error"
+}

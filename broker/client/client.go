@@ -1,0 +1,155 @@
+// Package client lets applications and agents talk to Gatehouse over NATS
+// in a few lines:
+//
+//	app, _ := client.Dial(url, client.App, "/path/.gatehouse/creds/app.nk")
+//	run, _ := app.OpenWork(ctx, broker.OpenWork{Tenant: "acme", Person: "ada"})
+//
+//	agent, _ := client.Dial(url, client.Agent, "/path/.gatehouse/creds/agent.nk")
+//	reply, _ := agent.Output(ctx, run, "ok", map[string]any{"total": 42})
+//	if reply.Decision.Outcome != "allowed" { ... }
+//
+// A refusal is a decision, not an error: Effect returns it in the reply.
+// Errors are for requests Gatehouse could not take (a bad request, an
+// unknown run, no broker answering) and are *broker.ErrorBody when the
+// broker answered with a code.
+package client
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/gatehouse/gatehouse/broker"
+	"github.com/gatehouse/gatehouse/broker/subject"
+	"github.com/gatehouse/gatehouse/policy"
+)
+
+// Role picks the inbox space a client uses; it must match its credentials.
+type Role int
+
+const (
+	App   Role = iota // opens and closes work
+	Agent             // proposes effects
+)
+
+// ErrNoBroker is returned when no broker answers a request.
+var ErrNoBroker = errors.New("no Gatehouse broker is answering (is `gatehouse serve` running and the NATS URL right?)")
+
+// Client is a connection to Gatehouse. Safe for concurrent use.
+type Client struct {
+	nc  *nats.Conn
+	own bool
+}
+
+// Dial connects to NATS at url as role, with the nkey seed file creds
+// ("" for none).
+func Dial(url string, role Role, creds string, opts ...nats.Option) (*Client, error) {
+	prefix := subject.AppInbox
+	if role == Agent {
+		prefix = subject.AgentInbox
+	}
+	opts = append(opts, nats.CustomInboxPrefix(prefix), nats.Name("gatehouse-client"))
+	if creds != "" {
+		o, err := nats.NkeyOptionFromSeed(creds)
+		if err != nil {
+			return nil, fmt.Errorf("credentials %s: %w", creds, err)
+		}
+		opts = append(opts, o)
+	}
+	nc, err := nats.Connect(url, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("connect to NATS at %s: %w", url, err)
+	}
+	return &Client{nc: nc, own: true}, nil
+}
+
+// New wraps an existing connection; Close leaves it open. The connection
+// must use the inbox prefix of its role (nats.CustomInboxPrefix).
+func New(nc *nats.Conn) *Client { return &Client{nc: nc} }
+
+// Conn returns the underlying connection.
+func (c *Client) Conn() *nats.Conn { return c.nc }
+
+// Close closes a connection Dial opened.
+func (c *Client) Close() {
+	if c.own {
+		c.nc.Close()
+	}
+}
+
+// OpenWork opens work for a person and returns the run id.
+func (c *Client) OpenWork(ctx context.Context, w broker.OpenWork) (string, error) {
+	var r broker.OpenWorkReply
+	if err := c.request(ctx, subject.WorkOpen, w, &r); err != nil {
+		return "", err
+	}
+	if r.Error != nil {
+		return "", r.Error
+	}
+	return r.Run, nil
+}
+
+// CloseWork closes a run.
+func (c *Client) CloseWork(ctx context.Context, run, status string) error {
+	var r broker.CloseWorkReply
+	if err := c.request(ctx, subject.WorkClose, broker.CloseWork{Run: run, Status: status}, &r); err != nil {
+		return err
+	}
+	if r.Error != nil {
+		return r.Error
+	}
+	return nil
+}
+
+// Effect proposes one effect of sink. The reply carries the decision and,
+// when the effect happened, its outcome. err is set when the broker could
+// not take the request; reply.Error then holds its code too.
+func (c *Client) Effect(ctx context.Context, sink policy.Sink, req broker.EffectRequest) (*broker.EffectReply, error) {
+	var r broker.EffectReply
+	if err := c.request(ctx, subject.Effect(sink), req, &r); err != nil {
+		return nil, err
+	}
+	if r.Error != nil {
+		return &r, r.Error
+	}
+	return &r, nil
+}
+
+// Output delivers a step's result for run (the output sink).
+func (c *Client) Output(ctx context.Context, run, status string, result any) (*broker.EffectReply, error) {
+	res, err := json.Marshal(result)
+	if err != nil {
+		return nil, err
+	}
+	params, _ := json.Marshal(map[string]json.RawMessage{"status": mustJSON(status), "result": res})
+	return c.Effect(ctx, policy.SinkOutput, broker.EffectRequest{Run: run, Action: "deliver", Params: params})
+}
+
+func mustJSON(v any) json.RawMessage {
+	b, _ := json.Marshal(v)
+	return b
+}
+
+func (c *Client) request(ctx context.Context, subj string, in, out any) error {
+	b, err := json.Marshal(in)
+	if err != nil {
+		return err
+	}
+	msg, err := c.nc.RequestWithContext(ctx, subj, b)
+	if errors.Is(err, nats.ErrNoResponders) {
+		return ErrNoBroker
+	}
+	if err != nil {
+		return fmt.Errorf("request %s: %w", subj, err)
+	}
+	if err := json.Unmarshal(msg.Data, out); err != nil {
+		if code := msg.Header.Get("Nats-Service-Error-Code"); code != "" {
+			return &broker.ErrorBody{Code: broker.Code(code), Message: msg.Header.Get("Nats-Service-Error")}
+		}
+		return fmt.Errorf("reply on %s is not JSON: %w", subj, err)
+	}
+	return nil
+}

@@ -1,0 +1,67 @@
+package broker
+
+import (
+	"errors"
+)
+
+// Sentinel errors of the broker. Handlers wrap them with %w; only the NATS
+// edge turns them into a stable Code and a message, through Code.
+var (
+	ErrBadRequest      = errors.New("malformed request")
+	ErrForbiddenField  = errors.New("field not allowed from this caller")
+	ErrUnknownRun      = errors.New("unknown run")
+	ErrRunClosed       = errors.New("run is closed")
+	ErrUnknownSink     = errors.New("unknown sink")
+	ErrJournal         = errors.New("journal unavailable")
+	ErrRunStore        = errors.New("run store unavailable")
+	ErrEffectFailed    = errors.New("effect failed")
+	ErrShuttingDown    = errors.New("broker shutting down")
+	ErrTooManyInFlight = errors.New("too many effects in flight")
+)
+
+// Code is a stable error code carried in replies beside a human message.
+// Clients match on codes, never on messages.
+type Code string
+
+const (
+	CodeBadRequest     Code = "BAD_REQUEST"
+	CodeForbiddenField Code = "FORBIDDEN_FIELD"
+	CodeUnknownRun     Code = "UNKNOWN_RUN"
+	CodeRunClosed      Code = "RUN_CLOSED"
+	CodeUnknownSink    Code = "UNKNOWN_SINK"
+	CodeJournal        Code = "JOURNAL_UNAVAILABLE"
+	CodeRunStore       Code = "RUN_STORE_UNAVAILABLE"
+	CodeEffectFailed   Code = "EFFECT_FAILED"
+	CodeUnavailable    Code = "UNAVAILABLE"
+	CodeInternal       Code = "INTERNAL"
+)
+
+// codes is the one table from sentinel errors to codes and advice; a test
+// keeps every sentinel in it.
+var codes = []struct {
+	err    error
+	code   Code
+	advice string
+}{
+	{ErrBadRequest, CodeBadRequest, "fix the request; see the gatehouse.v1 request schema in the README"},
+	{ErrForbiddenField, CodeForbiddenField, "whom work is for comes only from the application that opened the run; remove the field"},
+	{ErrUnknownRun, CodeUnknownRun, "open work first (gatehouse.v1.work.open) and use the run id it returns"},
+	{ErrRunClosed, CodeRunClosed, "the application closed this run; open new work"},
+	{ErrUnknownSink, CodeUnknownSink, "use one of the sinks this broker serves (nats micro info gatehouse)"},
+	{ErrJournal, CodeJournal, "the decision could not be recorded; check the NATS JetStream stream and retry"},
+	{ErrRunStore, CodeRunStore, "the run store (JetStream KV) could not be reached; retry when NATS is healthy"},
+	{ErrEffectFailed, CodeEffectFailed, "the effect was decided and attempted but failed; see the outcome"},
+	{ErrShuttingDown, CodeUnavailable, "retry against another broker"},
+	{ErrTooManyInFlight, CodeUnavailable, "the broker is at its in-flight limit; retry with backoff"},
+}
+
+// CodeOf returns the stable code and advice for err. Unknown errors are
+// CodeInternal.
+func CodeOf(err error) (Code, string) {
+	for _, c := range codes {
+		if errors.Is(err, c.err) {
+			return c.code, c.advice
+		}
+	}
+	return CodeInternal, "see the broker's log"
+}

@@ -1,0 +1,31 @@
+// Package dashboard holds Gatehouse's pages as templ components and the
+// values they show. It renders; it does not serve (package web does) and
+// it reads nothing itself: handlers hand it values.
+package dashboard
+
+import "time"
+
+// Status is what the status page shows about one gatehouse process.
+type Status struct {
+	Version      string
+	Mode         string
+	PolicyName   string
+	PolicyDigest string
+	PolicyError  string // non-empty: the policy could not be read and every effect is refused
+	NATSURL      string
+	Embedded     bool
+	CredsDir     string
+	JournalDir   string
+	Sinks        []string
+	Started      time.Time
+	Now          time.Time
+
+	// Journal writer figures; WriterRunning false when this process runs no
+	// writer.
+	WriterRunning bool
+	EventsWritten uint64
+	Pending       uint64 // messages in the stream not yet written
+}
+
+// Uptime is how long the process has run, rounded to seconds.
+func (s Status) Uptime() string { return s.Now.Sub(s.Started).Round(time.Second).String() }

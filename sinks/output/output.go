@@ -1,0 +1,121 @@
+// Package output is the output sink: a step's result delivered to the
+// caller and the steps after it. Delivery is a publish on
+// gatehouse.v1.output.<run>, stored in the GATEHOUSE_OUTPUTS stream, so a
+// live subscriber gets it at once and a later reader can still fetch it.
+//
+// The request's params are {"status": "ok", "result": <any JSON>}. The
+// journal records the status, the size and the SHA-256 digest of the result,
+// never the result itself.
+package output
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/gatehouse/gatehouse/broker"
+	"github.com/gatehouse/gatehouse/broker/journal"
+	"github.com/gatehouse/gatehouse/broker/subject"
+	"github.com/gatehouse/gatehouse/policy"
+)
+
+// ActionDeliver is the output sink's one action.
+const ActionDeliver = "deliver"
+
+// Params are the output sink's arguments.
+type Params struct {
+	Status string          `json:"status"`
+	Result json.RawMessage `json:"result"`
+}
+
+// Delivery is the message published on a run's output subject.
+type Delivery struct {
+	Run    string          `json:"run"`
+	Status string          `json:"status"`
+	Result json.RawMessage `json:"result"`
+	Time   time.Time       `json:"time"`
+}
+
+// Sink delivers outputs through JetStream. Safe for concurrent use.
+type Sink struct {
+	js  jetstream.JetStream
+	now func() time.Time
+}
+
+var _ broker.Sink = (*Sink)(nil)
+
+// New ensures the outputs stream (replicas copies) and returns the sink.
+func New(ctx context.Context, js jetstream.JetStream, replicas int) (*Sink, error) {
+	if replicas < 1 {
+		replicas = 1
+	}
+	_, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+		Name:        subject.OutputStream,
+		Description: "Gatehouse outputs delivered to callers",
+		Subjects:    []string{subject.OutputPrefix + ".>"},
+		Storage:     jetstream.FileStorage,
+		Replicas:    replicas,
+		MaxAge:      7 * 24 * time.Hour,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("outputs stream: %w", err)
+	}
+	return &Sink{js: js, now: time.Now}, nil
+}
+
+// Name implements broker.Sink.
+func (s *Sink) Name() policy.Sink { return policy.SinkOutput }
+
+// Describe implements broker.Sink.
+func (s *Sink) Describe(run *broker.Run, req *broker.EffectRequest) (*broker.Proposal, error) {
+	if req.Action != ActionDeliver {
+		return nil, fmt.Errorf("%w: the output sink's only action is %q", broker.ErrBadRequest, ActionDeliver)
+	}
+	var p Params
+	if err := broker.DecodeParams(req.Params, &p); err != nil {
+		return nil, err
+	}
+	if p.Status == "" {
+		p.Status = "ok"
+	}
+	if len(p.Status) > 64 {
+		return nil, fmt.Errorf("%w: status is longer than 64 bytes", broker.ErrBadRequest)
+	}
+	if p.Result == nil {
+		p.Result = json.RawMessage("null")
+	}
+	sum := sha256.Sum256(p.Result)
+	origin := req.Origin
+	if origin == "" {
+		origin = policy.OriginRuntime
+	}
+	return &broker.Proposal{
+		Effect: policy.Effect{Sink: policy.SinkOutput, Action: ActionDeliver, Origin: origin, Tool: req.Tool, Target: p.Status},
+		Size:   int64(len(p.Result)),
+		Digest: "sha256:" + hex.EncodeToString(sum[:]),
+		State:  &p,
+	}, nil
+}
+
+// Perform implements broker.Sink.
+func (s *Sink) Perform(ctx context.Context, run *broker.Run, req *broker.EffectRequest, prop *broker.Proposal) (*broker.Performed, error) {
+	p := prop.State.(*Params)
+	b, err := json.Marshal(Delivery{Run: run.ID, Status: p.Status, Result: p.Result, Time: s.now().UTC()})
+	if err != nil {
+		return nil, err
+	}
+	ack, err := s.js.Publish(ctx, subject.Output(run.ID), b)
+	if err != nil {
+		return nil, fmt.Errorf("deliver output: %w", err)
+	}
+	reply, _ := json.Marshal(map[string]any{"subject": subject.Output(run.ID), "seq": ack.Sequence})
+	return &broker.Performed{
+		Result: journal.Result{Status: "ok", Size: prop.Size, Digest: prop.Digest, Detail: map[string]string{"status": p.Status}},
+		Reply:  reply,
+	}, nil
+}
