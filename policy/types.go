@@ -150,7 +150,7 @@ type Effect struct {
 	Provider string
 	Method   string
 	Host     string
-	Path     string
+	Path     string      // the URL path without the query
 	Atom     string      // the integration, "" for none
 	Declared EffectClass // the integration's declared effect
 	Contract *Contract   // for registry and model code
@@ -158,6 +158,10 @@ type Effect struct {
 	// Class is the effect class used for the mandate; "" derives it
 	// (from Declared, else from Method, else from the sink).
 	Class EffectClass
+
+	// PageHost is, for browser effects, the host of the page the request
+	// comes from; browser-send-off-site compares Host against it.
+	PageHost string
 
 	// Values are the request's named values that scope limits are checked
 	// against (amount, count), as decimal strings.
@@ -186,4 +190,12 @@ type Decision struct {
 	// Allowed names the allow rule that lifted a built-in refusal, if any;
 	// it is recorded with every effect it lets through.
 	Allowed string
+	// ScopesChecked lists, without repeats and in the order met, the scopes
+	// the effect required (from the rules file's scopes section); nil when
+	// none applied. It is what the journal records the effect was checked
+	// against.
+	ScopesChecked []string
+	// Verified is true when a provider call matched an operation of its
+	// integration's contract (Effect.Contract).
+	Verified bool
 }

@@ -1,0 +1,160 @@
+// Package policy decides whether one proposed effect may happen.
+//
+// It is pure decision logic: Decide takes a compiled Policy and an Input
+// (mode, authority, effect, time) as values and returns a Decision value.
+// It does no I/O, reads no clock and keeps no state, so any number of
+// goroutines may share one Policy. Only Load touches the file system.
+//
+// # Fail closed
+//
+// A nil or zero Policy, a Policy from Unreadable, and an Input whose Mode is
+// not "", off, report or strict all refuse every effect with
+// RefusePolicyUnreadable, enforced. A rules file that cannot be read or
+// compiled is an error from Load; the broker then keeps running with
+// Unreadable(name, err). An empty rules file (nothing, comments only, null
+// or {}) is an error too (ErrNoRules), since pointing Gatehouse at an empty
+// file is most likely a mistake; write "rules: []" for a file with no rules.
+//
+// # Modes
+//
+//   - off: nothing is decided or recorded; every effect is allowed with no
+//     reasons, whatever the policy (even a nil or unreadable one).
+//   - report (the default; an empty Mode means report): what the person may
+//     do (mandate and scopes) and an unreadable policy are enforced; every
+//     other finding is recorded with Enforced false and the effect goes
+//     through, its Decision naming the first finding strict mode would
+//     enforce (Refusal and Rule, Enforced false).
+//   - strict: every finding is enforced.
+//
+// # Order of checks
+//
+// Decide records findings in this order; Decision.Reasons lists all of
+// them. The verdict is refuse if any enforced finding is a refusal (the
+// first one names Refusal and Rule), else hold if an enforced finding is
+// approval-missing, else allow.
+//
+//  1. Mandate (Authority.Mandate; enforced in report and strict).
+//     MandateUnreadable refuses outright. Then each of these is a separate
+//     outside-mandate finding: the mandate has expired (Now is at or after a
+//     non-zero ExpiresAt, or Now is zero and the mandate has an expiry, which
+//     cannot be checked and so counts as expired); Systems is not empty and
+//     lacks the effect's system (Effect.Provider for a provider call, else
+//     the sink's name, e.g. "output"); Effects is not empty and lacks the
+//     effect's class; Scopes is not empty and lacks a scope the effect
+//     requires (step 2).
+//  2. Scopes (the rules file's scopes.require; enforced in report and
+//     strict). Every entry whose match matches requires its scope: a scope
+//     the person does not hold (Authority.Scopes) is scope-missing. Each
+//     limit of a matching entry names an Effect.Values entry, compared as an
+//     exact decimal (math/big, never floating point): a value above the
+//     limit, missing, or not a plain decimal number is over-scope-limit.
+//     Decision.ScopesChecked lists the scopes required.
+//  3. Agent cards (the rules file's agents; only when Authority.Agent is
+//     set). An agent without a card is agent-unregistered. The tool is
+//     Effect.Tool, or "<sink>.<action>". A blocked_tools match is
+//     tool-blocked even if allowed_tools matches too; otherwise a non-empty
+//     allowed_tools without a match is tool-not-allowed. A peer "delegate"
+//     whose Recipient matches no non-empty allowed_delegations is
+//     delegation-not-allowed. A require_approval_for match is
+//     approval-missing, which strict mode turns into a hold
+//     (VerdictHold) rather than a refusal. Absent or empty lists restrict
+//     nothing. Card patterns use path.Match. Rule is "agent:<name>".
+//  4. Deployment deny rules: for a provider call the first matching deny
+//     rule of the rules section, else the first matching deny rule of the
+//     effects section (which applies to every sink, provider calls
+//     included) is deployment-rule, with Rule the rule's name. Only the first
+//     match is recorded.
+//  5. Built-in refusals, described in the next section.
+//
+// # Built-in refusals
+//
+// Provider calls: mutation-without-atom is a POST, PUT, PATCH or DELETE
+// without both Atom and Declared, whatever its origin. beyond-declared-effect
+// is a method the declared effect does not allow: read and notify allow GET,
+// HEAD, OPTIONS and POST; write all but DELETE; destructive all; an unknown
+// declared class allows nothing. For registry or model code (and any origin
+// Gatehouse does not know) a mutating call is unverified-model-code when
+// Contract is nil, and outside-contract when it matches none of the
+// contract's operations. An operation matches when the method is equal
+// (ignoring case) and the path, without its query, matches the template
+// segment by segment, "{name}" standing for exactly one non-empty segment.
+// Decision.Verified reports such a match, for any provider call with a
+// contract.
+//
+// Code: unconfined-execution when the origin is not shipped, runtime or
+// direct and the program is not Confined. Process: unconfined-execution when
+// the origin is model (or one Gatehouse does not know); a host command never
+// runs confined.
+//
+// Browser: browser-send-off-site for a "send" whose method is not GET, HEAD
+// or OPTIONS, to a Host other than PageHost (compared ignoring case; an empty
+// PageHost matches no host).
+//
+// Rule is the refusal's own name for built-ins, "mandate", "mandate.<field>"
+// for the mandate, "scope:<scope>" for scopes, "policy" or "mode" for an
+// unusable policy or mode.
+//
+// # What an allow rule lifts
+//
+// A rule whose decision is exactly "allow" lifts only these built-ins, and
+// its name is then in Decision.Allowed so the journal records it with every
+// effect it let through:
+//   - mutation-without-atom, by the first matching allow rule in rules;
+//   - unconfined-execution, by the first matching allow rule in effects;
+//   - browser-send-off-site, by the first matching allow rule in effects
+//     that has a target.
+//
+// Nothing a deployment writes lifts a mandate or scope finding, a card
+// finding, beyond-declared-effect, outside-contract or
+// unverified-model-code, nor cancels a deny rule. Any decision other than
+// "allow" (deny, Deny, block, or none at all) denies.
+//
+// # Rules file
+//
+// JSON or YAML, top-level sections rules, effects, scopes and agents; any
+// other key, in any place, is an error. YAML aliases and merge keys are
+// refused. Every rule needs a unique name and a non-empty match.
+//
+//	rules:                 # provider calls
+//	  - name: no-deletes
+//	    decision: deny
+//	    match: {method: DELETE}
+//	effects:               # every sink
+//	  - name: ci-without-bubblewrap
+//	    decision: allow
+//	    match: {sink: code}
+//	scopes:
+//	  require:
+//	    - scope: payments.write
+//	      match: {provider: stripe, method: POST}
+//	      limits: {amount: "1000"}
+//	agents:
+//	  - name: invoice-bot
+//	    allowed_tools: ["provider.*"]
+//	    require_approval_for: [provider.call]
+//
+// Match keys: rules take provider, atom, effect, method, code_origin and
+// verified; effects take sink, action, origin, agent, target and confined;
+// scopes take provider, atom, effect, method, code_origin, verified, sink,
+// action, origin, agent, target, path and host. A value is one string or a
+// non-empty list, matched if any element is equal; a match holds when every
+// key written holds. method is compared ignoring case, host ignoring case;
+// effect is the integration's declared effect (Effect.Declared);
+// code_origin and origin both mean Effect.Origin; agent is
+// Authority.Agent; verified and confined take true or false. target and path
+// are globs with github.com/bmatcuk/doublestar/v4 semantics: "*" and "?" do
+// not cross "/", a "**" path segment crosses any number of them, and
+// "{a,b}" picks alternatives. So "api.example.com/*" matches
+// "api.example.com/v1" but not "api.example.com/v1/x"; write
+// "api.example.com/**" for everything under the host.
+//
+// # Effect class
+//
+// The class a mandate's Effects is checked against is Effect.Class if set,
+// else Effect.Declared, else from Effect.Method (GET, HEAD, OPTIONS: read;
+// DELETE: destructive; any other: write), else from the sink:
+//
+//	output, peer                                   notify
+//	browser                                        read
+//	memory, artifact, workspace, code, process     write (also any other sink)
+package policy
