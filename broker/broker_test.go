@@ -32,7 +32,7 @@ type world struct {
 	agent *client.Client
 }
 
-func start(t *testing.T, mode policy.Mode, rules string) *world {
+func start(t testing.TB, mode policy.Mode, rules string) *world {
 	t.Helper()
 	dir := t.TempDir()
 	ns, err := embedded.Start(embedded.Config{Dir: dir, Port: -1})
@@ -357,7 +357,7 @@ func TestRolesAreSeparatedByNATSPermissions(t *testing.T) {
 	}
 }
 
-func mustNkey(t *testing.T, w *world, r embedded.Role) nats.Option {
+func mustNkey(t testing.TB, w *world, r embedded.Role) nats.Option {
 	t.Helper()
 	o, err := nats.NkeyOptionFromSeed(embedded.CredsPath(w.ns.Dir(), r))
 	if err != nil {

@@ -1,0 +1,74 @@
+// Package journal keeps Gatehouse's record of what agents did: the journal
+// format, the durable writer, the JetStream consumer feeding it, and the
+// offline verifier. The format below is a contract: a third party can check
+// a journal with nothing but this description, SHA-256 and an RFC 8785
+// canonicaliser.
+//
+// # Layout
+//
+// A journal directory holds:
+//
+//	runs/<run>.jsonl   one file per run: its events, one per line
+//	head.jsonl         the head log
+//	LOCK               the writer's lock file; not part of the record
+//
+// A run id is 1 to 64 ASCII letters, digits, '_' or '-' (brokers make
+// r_ plus 26 lowercase base-32 characters); no other name is ever joined
+// into a path. Every line of every file is one JSON object followed by
+// '\n', at most MaxLineBytes long, written in RFC 8785 canonical form.
+//
+// # Events
+//
+// An event line has exactly the members v, id, run, seq, type, time, data,
+// prev, hash and, when the event belongs to one effect, effect (see Event).
+// Member names are never escaped and never repeated. v is 1. seq numbers
+// the run's events 1, 2, 3... in file order. type is one of run.open,
+// policy.decision, effect.attempt, effect.outcome, run.close.
+//
+// hash is the lowercase hex SHA-256 of the RFC 8785 canonical JSON of the
+// line's object with the "hash" member taken out. The hash covers the line
+// as written, so a verifier needs no knowledge of the data's schema: parse,
+// drop "hash", canonicalise, hash, compare. prev is the hash of the run's
+// previous event, "" for seq 1, so each run is a hash chain.
+//
+// # Head log
+//
+// head.jsonl registers, as they are written, each run's latest event. An
+// entry has exactly the members seq (1, 2, 3... over the whole log), run,
+// run_seq (the registered event's seq), event (that event's hash), time
+// (UTC, when the writer registered it), prev and hash, chained and hashed
+// the same way as events. The writer appends one entry per run whose
+// latest event changed in a group commit; a run's run_seq only increases.
+// The head log is what makes a removed run or a run cut short visible.
+// Signed checkpoints over it (to come) will catch a rewrite of the whole
+// directory, which this format alone cannot.
+//
+// # Writing
+//
+// One Writer owns a directory (an flock on LOCK). Append takes a batch of
+// events from brokers, drops those already written (the dedupe key is the
+// pair run and event id, and holds across restarts because a run's ids are
+// read back from its file), numbers and chains the rest per run in batch
+// order, appends and fsyncs each touched run file, then appends and fsyncs
+// the head log. Only then may the events be acknowledged. A crash leaves at
+// most a partial last line in a file, which is never acknowledged and which
+// the next Writer truncates before appending; events written but not yet
+// registered are registered when their redelivery arrives.
+//
+// Consume feeds a Writer from the JetStream stream made by EnsureStream.
+//
+// # Verifying
+//
+// Verify reads a journal and reports Findings (evidence that the journal is
+// not as written, or that an effect was attempted without an allowing
+// decision) and Notes (interrupted writes and open runs, which are not
+// tampering). Verify checks, per run: each line's form and hash; that
+// events name their run; that seqs are unique, in order and without gaps;
+// that each prev is the hash of the event before it; that no event follows
+// run.close; that every effect.attempt has a policy.decision for the same
+// effect earlier in the run whose latest outcome is "allowed"; and against
+// the head log, that every registered event exists with the registered
+// hash. It checks the head log's own chain, and that every registered run
+// has a file and every run file was registered. See FindingKind and
+// NoteKind for the names it reports.
+package journal

@@ -1,0 +1,540 @@
+package journal
+
+import (
+	"bufio"
+	"cmp"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+)
+
+// FindingKind names what a finding found. The names are a contract.
+type FindingKind string
+
+// Finding kinds. Each is evidence that the journal is not as written.
+const (
+	// A line that is not a well-formed v1 event or head entry.
+	FindingMalformedLine FindingKind = "malformed-line"
+	// An event whose content does not match its hash, or whose hash differs
+	// from the one the head log registered for it.
+	FindingEditedEvent FindingKind = "edited-event"
+	// An event whose prev is not the hash of the event before it.
+	FindingBrokenChain FindingKind = "broken-chain"
+	// Events missing inside a run: removed.
+	FindingSequenceGap FindingKind = "sequence-gap"
+	// An event placed after one with a higher seq.
+	FindingReordered FindingKind = "reordered"
+	// A seq that occurs twice in a run.
+	FindingDuplicateEvent FindingKind = "duplicate-event"
+	// An event naming another run than its file.
+	FindingMisplacedEvent FindingKind = "misplaced-event"
+	// An event after the run's run.close.
+	FindingEventAfterClose FindingKind = "event-after-close"
+	// The head log registered a later event than the run file holds.
+	FindingRunCutShort FindingKind = "run-cut-short"
+	// The head log registered a run that has no file.
+	FindingRunRemoved FindingKind = "run-removed"
+	// A run file the head log never registered.
+	FindingUnregisteredRun FindingKind = "unregistered-run"
+	// A file in runs/ that is not a run file (bad name, not a regular
+	// file, unreadable).
+	FindingBadRunFile FindingKind = "bad-run-file"
+	// An effect.attempt with no earlier policy.decision for its effect.
+	FindingAttemptWithoutDecision FindingKind = "attempt-without-decision"
+	// An effect.attempt whose latest earlier decision was not "allowed".
+	FindingAttemptAfterRefusal FindingKind = "attempt-after-refusal"
+	// A head log entry edited, removed, reordered or malformed.
+	FindingHeadLogEdited FindingKind = "head-log-edited"
+	// Run files exist but the head log does not.
+	FindingHeadLogMissing FindingKind = "head-log-missing"
+	// A file had more findings than VerifyOptions.MaxFindings; the rest
+	// were not listed.
+	FindingTooMany FindingKind = "too-many-findings"
+)
+
+// NoteKind names a note: a state that is not tampering.
+type NoteKind string
+
+const (
+	// A run with no run.close: still being written.
+	NoteRunOpen NoteKind = "run-open"
+	// Complete events after the run's registered head: a write whose head
+	// entry was interrupted. The writer registers them when JetStream
+	// redelivers the batch.
+	NoteAfterHead NoteKind = "after-head"
+	// A partial last line (no '\n'): an interrupted write, never
+	// acknowledged; the writer truncates it.
+	NotePartialLine NoteKind = "partial-line"
+	// An empty run file nobody registered: a write interrupted right after
+	// the file was created.
+	NoteEmptyRun NoteKind = "empty-run"
+)
+
+// Finding is one piece of evidence of tampering or of a policy breach.
+type Finding struct {
+	Kind   FindingKind `json:"kind"`
+	Run    string      `json:"run,omitempty"`
+	Seq    uint64      `json:"seq,omitempty"`  // the event (run_seq for run-level kinds)
+	File   string      `json:"file,omitempty"` // relative to the journal directory
+	Line   int         `json:"line,omitempty"` // 1-based line in File
+	Detail string      `json:"detail"`
+}
+
+// String renders the finding for a person: where, what kind, and why.
+func (f Finding) String() string {
+	var b strings.Builder
+	if f.Run != "" {
+		b.WriteString("run " + f.Run)
+		if f.Seq > 0 {
+			b.WriteString(" event " + strconv.FormatUint(f.Seq, 10))
+		}
+	} else if f.File != "" {
+		b.WriteString(f.File)
+	}
+	if f.File != "" && f.Line > 0 {
+		fmt.Fprintf(&b, " (%s line %d)", f.File, f.Line)
+	}
+	fmt.Fprintf(&b, ": %s: %s", f.Kind, f.Detail)
+	return b.String()
+}
+
+// Note is a state worth knowing that is not tampering.
+type Note struct {
+	Kind   NoteKind `json:"kind"`
+	Run    string   `json:"run,omitempty"`
+	File   string   `json:"file,omitempty"`
+	Detail string   `json:"detail"`
+}
+
+// String renders the note for a person.
+func (n Note) String() string {
+	where := n.Run
+	if where == "" {
+		where = n.File
+	}
+	if where == "" {
+		return fmt.Sprintf("%s: %s", n.Kind, n.Detail)
+	}
+	return fmt.Sprintf("%s: %s: %s", where, n.Kind, n.Detail)
+}
+
+// Report is what Verify found. It marshals to JSON as is.
+type Report struct {
+	OK          bool      `json:"ok"` // no findings
+	Runs        int       `json:"runs"`
+	Events      int       `json:"events"`
+	HeadEntries int       `json:"head_entries"`
+	Findings    []Finding `json:"findings"`
+	Notes       []Note    `json:"notes"`
+}
+
+// VerifyOptions tune Verify. The zero value is usable.
+type VerifyOptions struct {
+	// Workers verifying run files at once. Default GOMAXPROCS.
+	Workers int
+	// MaxFindings per file; beyond it one too-many-findings is listed.
+	// Default 1000.
+	MaxFindings int
+}
+
+// headReg is one head log registration of a run's event.
+type headReg struct {
+	runSeq uint64
+	event  [32]byte
+	line   int
+}
+
+// Verify checks the journal in dir, offline, with no keys. It returns an
+// error only when dir cannot be used as a journal (missing, not a
+// directory, holding neither head.jsonl nor runs/); everything wrong
+// inside the journal is a Finding. Verify never modifies dir, and reads
+// run files in parallel.
+func Verify(dir string, opts VerifyOptions) (*Report, error) {
+	if opts.Workers <= 0 {
+		opts.Workers = runtime.GOMAXPROCS(0)
+	}
+	if opts.MaxFindings <= 0 {
+		opts.MaxFindings = 1000
+	}
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrNotJournal, err)
+	}
+	if !fi.IsDir() {
+		return nil, fmt.Errorf("%w: %s is not a directory", ErrNotJournal, dir)
+	}
+	headPath, runsPath := filepath.Join(dir, headFile), filepath.Join(dir, runsDir)
+	hfi, herr := os.Lstat(headPath)
+	rfi, rerr := os.Lstat(runsPath)
+	if herr != nil && rerr != nil {
+		return nil, fmt.Errorf("%w: %s holds neither %s nor %s", ErrNotJournal, dir, headFile, runsDir)
+	}
+
+	rep := &Report{Findings: []Finding{}, Notes: []Note{}}
+	var regs map[string][]headReg
+	headFindings := newFindings(opts.MaxFindings, headFile)
+	switch {
+	case herr != nil:
+		headFindings.add(Finding{Kind: FindingHeadLogMissing, Detail: "no head log: no run can be checked against it"})
+	case !hfi.Mode().IsRegular():
+		headFindings.add(Finding{Kind: FindingHeadLogMissing, Detail: "head log is not a regular file"})
+	default:
+		regs = verifyHead(headPath, rep, headFindings)
+	}
+	rep.Findings = append(rep.Findings, headFindings.list...)
+
+	var runs []string
+	if rerr == nil {
+		if !rfi.IsDir() {
+			rep.Findings = append(rep.Findings, Finding{Kind: FindingBadRunFile, File: runsDir, Detail: "runs is not a directory"})
+		} else {
+			entries, err := os.ReadDir(runsPath)
+			if err != nil {
+				rep.Findings = append(rep.Findings, Finding{Kind: FindingBadRunFile, File: runsDir, Detail: "cannot list: " + err.Error()})
+			}
+			for _, e := range entries {
+				name := e.Name()
+				id, ok := strings.CutSuffix(name, runExt)
+				switch {
+				case !ok || !ValidRunID(id):
+					rep.Findings = append(rep.Findings, Finding{Kind: FindingBadRunFile, File: runsDir + "/" + name, Detail: "not a run file name"})
+				case !e.Type().IsRegular():
+					rep.Findings = append(rep.Findings, Finding{Kind: FindingBadRunFile, Run: id, File: runsDir + "/" + name, Detail: "not a regular file"})
+				default:
+					runs = append(runs, id)
+				}
+			}
+		}
+	}
+	have := make(map[string]bool, len(runs))
+	for _, r := range runs {
+		have[r] = true
+	}
+	for run, rs := range regs {
+		if !have[run] {
+			last := rs[len(rs)-1]
+			rep.Findings = append(rep.Findings, Finding{Kind: FindingRunRemoved, Run: run, Seq: last.runSeq, File: headFile, Line: last.line,
+				Detail: fmt.Sprintf("head log registered event %d of run %s, which has no file", last.runSeq, run)})
+		}
+	}
+
+	results := make([]runResult, len(runs))
+	jobs := make(chan int)
+	var wg sync.WaitGroup
+	for range min(opts.Workers, max(len(runs), 1)) {
+		wg.Go(func() {
+			var v runVerifier
+			for i := range jobs {
+				results[i] = v.verify(dir, runs[i], regs[runs[i]], opts.MaxFindings)
+			}
+		})
+	}
+	for i := range runs {
+		jobs <- i
+	}
+	close(jobs)
+	wg.Wait()
+
+	rep.Runs = len(runs)
+	for _, r := range results {
+		rep.Events += r.events
+		rep.Findings = append(rep.Findings, r.findings...)
+		rep.Notes = append(rep.Notes, r.notes...)
+	}
+	slices.SortStableFunc(rep.Findings, func(a, b Finding) int {
+		return cmp.Or(cmp.Compare(a.File, b.File), cmp.Compare(a.Line, b.Line), cmp.Compare(a.Seq, b.Seq), cmp.Compare(a.Kind, b.Kind))
+	})
+	slices.SortStableFunc(rep.Notes, func(a, b Note) int {
+		return cmp.Or(cmp.Compare(a.File, b.File), cmp.Compare(a.Kind, b.Kind))
+	})
+	rep.OK = len(rep.Findings) == 0
+	return rep, nil
+}
+
+// findings collects one file's findings up to a limit.
+type findings struct {
+	file  string
+	limit int
+	list  []Finding
+	over  bool
+}
+
+func newFindings(limit int, file string) *findings { return &findings{file: file, limit: limit} }
+
+func (f *findings) add(x Finding) {
+	if f.over {
+		return
+	}
+	if x.File == "" {
+		x.File = f.file
+	}
+	if len(f.list) == f.limit {
+		f.over = true
+		x = Finding{Kind: FindingTooMany, Run: x.Run, File: x.File, Detail: fmt.Sprintf("more than %d findings; the rest are not listed", f.limit)}
+	}
+	f.list = append(f.list, x)
+}
+
+// verifyHead checks the head log's chain and returns the registrations of
+// entries whose own hash holds, per run in head log order.
+func verifyHead(path string, rep *Report, fs *findings) map[string][]headReg {
+	regs := make(map[string][]headReg)
+	f, err := os.Open(path)
+	if err != nil {
+		fs.add(Finding{Kind: FindingHeadLogEdited, Detail: "cannot read head log: " + err.Error()})
+		return regs
+	}
+	defer f.Close()
+	var (
+		o         obj
+		buf       []byte
+		lineNo    int
+		wantSeq   uint64 = 1 // 0: unknown after a malformed line
+		last      [32]byte
+		lastKnown bool
+	)
+	off, err := scanLines(f, bufio.NewReaderSize(f, 1<<20), func(line []byte, long bool) error {
+		lineNo++
+		if long {
+			fs.add(Finding{Kind: FindingHeadLogEdited, Line: lineNo, Detail: "malformed entry: line too long"})
+			wantSeq, lastKnown = 0, false
+			return nil
+		}
+		var p parsedHead
+		p, buf, err = parseHead(line, &o, buf)
+		if err != nil {
+			fs.add(Finding{Kind: FindingHeadLogEdited, Line: lineNo, Detail: "malformed entry: " + err.Error()})
+			wantSeq, lastKnown = 0, false
+			return nil
+		}
+		rep.HeadEntries++
+		var why []string
+		valid := p.hash == p.computed
+		if !valid {
+			why = append(why, "content does not match its hash")
+		}
+		if wantSeq != 0 && p.h.Seq != wantSeq {
+			why = append(why, fmt.Sprintf("seq %d where %d was expected: entries removed or reordered", p.h.Seq, wantSeq))
+		}
+		switch {
+		case lineNo == 1 && p.hasPrev:
+			why = append(why, "first entry names a previous entry")
+		case lineNo > 1 && lastKnown && (!p.hasPrev || p.prev != last):
+			why = append(why, "prev does not match the entry before it")
+		}
+		rs := regs[p.h.Run]
+		if valid && len(rs) > 0 && p.h.RunSeq <= rs[len(rs)-1].runSeq {
+			why = append(why, fmt.Sprintf("run %s registered at event %d after event %d", p.h.Run, p.h.RunSeq, rs[len(rs)-1].runSeq))
+		}
+		if len(why) > 0 {
+			fs.add(Finding{Kind: FindingHeadLogEdited, Run: p.h.Run, Seq: p.h.RunSeq, Line: lineNo, Detail: strings.Join(why, "; ")})
+		}
+		if valid {
+			regs[p.h.Run] = append(rs, headReg{runSeq: p.h.RunSeq, event: p.event, line: lineNo})
+		}
+		wantSeq, last, lastKnown = p.h.Seq+1, p.hash, true
+		return nil
+	})
+	if err != nil {
+		fs.add(Finding{Kind: FindingHeadLogEdited, Detail: "cannot read head log: " + err.Error()})
+		return regs
+	}
+	if fi, err := f.Stat(); err == nil && fi.Size() > off {
+		rep.Notes = append(rep.Notes, Note{Kind: NotePartialLine, File: headFile,
+			Detail: fmt.Sprintf("partial last line of %d bytes after entry %d: an interrupted write", fi.Size()-off, lineNo)})
+	}
+	return regs
+}
+
+// runResult is one run file's outcome.
+type runResult struct {
+	events   int
+	findings []Finding
+	notes    []Note
+}
+
+// rec is what the chain checks keep of one event.
+type rec struct {
+	seq     uint64
+	hash    [32]byte
+	prev    [32]byte
+	hasPrev bool
+	ok      bool // content matches hash
+	line    int
+}
+
+// runVerifier holds one worker's scratch space.
+type runVerifier struct {
+	r    *bufio.Reader
+	o    obj
+	buf  []byte
+	recs []rec
+}
+
+func (v *runVerifier) verify(dir, run string, regs []headReg, limit int) (res runResult) {
+	file := runsDir + "/" + run + runExt
+	fs := newFindings(limit, file)
+	defer func() { res.findings = fs.list }()
+	f, err := os.Open(filepath.Join(dir, file))
+	if err != nil {
+		fs.add(Finding{Kind: FindingBadRunFile, Run: run, Detail: "cannot read: " + err.Error()})
+		return res
+	}
+	defer f.Close()
+
+	v.recs = v.recs[:0]
+	var (
+		lineNo    int
+		maxSeq    uint64
+		closedAt  uint64
+		seen      = make(map[uint64]int)
+		decisions = make(map[string]Outcome)
+	)
+	if v.r == nil {
+		v.r = bufio.NewReaderSize(f, 256<<10)
+	}
+	off, err := scanLines(f, v.r, func(line []byte, long bool) error {
+		lineNo++
+		if long {
+			fs.add(Finding{Kind: FindingMalformedLine, Run: run, Line: lineNo, Detail: fmt.Sprintf("line longer than %d bytes", MaxLineBytes)})
+			return nil
+		}
+		var p parsedLine
+		p, v.buf, err = parseEvent(line, &v.o, v.buf)
+		if err != nil {
+			fs.add(Finding{Kind: FindingMalformedLine, Run: run, Line: lineNo, Detail: err.Error()})
+			return nil
+		}
+		res.events++
+		e := &p.ev
+		at := Finding{Run: run, Seq: e.Seq, Line: lineNo}
+		ok := p.hash == p.computed
+		if !ok {
+			at.Kind, at.Detail = FindingEditedEvent, fmt.Sprintf("event %d (%s) does not match its hash", e.Seq, e.Type)
+			fs.add(at)
+		}
+		if e.Run != run {
+			at.Kind, at.Detail = FindingMisplacedEvent, fmt.Sprintf("event %d names run %q", e.Seq, e.Run)
+			fs.add(at)
+		}
+		if first, dup := seen[e.Seq]; dup {
+			at.Kind, at.Detail = FindingDuplicateEvent, fmt.Sprintf("event %d also on line %d", e.Seq, first)
+			fs.add(at)
+		} else {
+			seen[e.Seq] = lineNo
+			if e.Seq < maxSeq {
+				at.Kind, at.Detail = FindingReordered, fmt.Sprintf("event %d placed after event %d", e.Seq, maxSeq)
+				fs.add(at)
+			}
+			v.recs = append(v.recs, rec{seq: e.Seq, hash: p.hash, prev: p.prev, hasPrev: p.hasPrev, ok: ok, line: lineNo})
+		}
+		maxSeq = max(maxSeq, e.Seq)
+		if closedAt != 0 {
+			at.Kind, at.Detail = FindingEventAfterClose, fmt.Sprintf("event %d (%s) after run.close (event %d)", e.Seq, e.Type, closedAt)
+			fs.add(at)
+		}
+		switch e.Type {
+		case TypeRunClose:
+			if closedAt == 0 {
+				closedAt = e.Seq
+			}
+		case TypeDecision:
+			decisions[e.Effect] = decisionOutcome(e.Data)
+		case TypeAttempt:
+			out, decided := decisions[e.Effect]
+			switch {
+			case e.Effect == "":
+				at.Kind, at.Detail = FindingAttemptWithoutDecision, fmt.Sprintf("attempt %d names no effect", e.Seq)
+				fs.add(at)
+			case !decided:
+				at.Kind, at.Detail = FindingAttemptWithoutDecision, fmt.Sprintf("attempt %d of effect %q has no decision before it", e.Seq, e.Effect)
+				fs.add(at)
+			case out != OutcomeAllowed:
+				at.Kind, at.Detail = FindingAttemptAfterRefusal, fmt.Sprintf("attempt %d of effect %q follows a decision with outcome %q", e.Seq, e.Effect, out)
+				fs.add(at)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		fs.add(Finding{Kind: FindingBadRunFile, Run: run, Detail: "cannot read: " + err.Error()})
+		return res
+	}
+	if fi, err := f.Stat(); err == nil && fi.Size() > off {
+		res.notes = append(res.notes, Note{Kind: NotePartialLine, Run: run, File: file,
+			Detail: fmt.Sprintf("partial last line of %d bytes after line %d: an interrupted write", fi.Size()-off, lineNo)})
+	}
+
+	recs := v.recs
+	slices.SortFunc(recs, func(a, b rec) int { return cmp.Compare(a.seq, b.seq) })
+	want := uint64(1)
+	for i, r := range recs {
+		if r.seq > want {
+			d := fmt.Sprintf("event %d missing", want)
+			if r.seq-1 > want {
+				d = fmt.Sprintf("events %d to %d missing", want, r.seq-1)
+			}
+			fs.add(Finding{Kind: FindingSequenceGap, Run: run, Seq: want, Line: r.line, Detail: d})
+		}
+		want = r.seq + 1
+		switch {
+		case r.seq == 1 && r.hasPrev:
+			fs.add(Finding{Kind: FindingBrokenChain, Run: run, Seq: 1, Line: r.line, Detail: "first event names a previous hash"})
+		case i > 0 && recs[i-1].seq == r.seq-1 && (!r.hasPrev || r.prev != recs[i-1].hash):
+			fs.add(Finding{Kind: FindingBrokenChain, Run: run, Seq: r.seq, Line: r.line,
+				Detail: fmt.Sprintf("prev of event %d is not the hash of event %d: one of them was rewritten or replaced", r.seq, r.seq-1)})
+		}
+	}
+
+	var maxReg uint64
+	var cut *headReg
+	for i, reg := range regs {
+		maxReg = max(maxReg, reg.runSeq)
+		j, found := slices.BinarySearchFunc(recs, reg.runSeq, func(r rec, s uint64) int { return cmp.Compare(r.seq, s) })
+		switch {
+		case !found && reg.runSeq > maxSeq:
+			if cut == nil || reg.runSeq > cut.runSeq {
+				cut = &regs[i]
+			}
+		case found && recs[j].ok && recs[j].hash != reg.event:
+			fs.add(Finding{Kind: FindingEditedEvent, Run: run, Seq: reg.runSeq, Line: recs[j].line,
+				Detail: fmt.Sprintf("event %d differs from the one head log line %d registered: rewritten", reg.runSeq, reg.line)})
+		}
+	}
+	if cut != nil {
+		fs.add(Finding{Kind: FindingRunCutShort, Run: run, Seq: cut.runSeq,
+			Detail: fmt.Sprintf("head log line %d registered event %d; the file ends at event %d", cut.line, cut.runSeq, maxSeq)})
+	}
+	switch {
+	case len(regs) == 0 && lineNo == 0 && off == 0:
+		res.notes = append(res.notes, Note{Kind: NoteEmptyRun, Run: run, File: file, Detail: "empty run file, never registered"})
+	case len(regs) == 0:
+		fs.add(Finding{Kind: FindingUnregisteredRun, Run: run, Detail: fmt.Sprintf("the head log never registered run %s (%d lines)", run, lineNo)})
+	case maxSeq > maxReg:
+		res.notes = append(res.notes, Note{Kind: NoteAfterHead, Run: run, File: file,
+			Detail: fmt.Sprintf("events %d to %d follow the registered head (event %d): an interrupted write", maxReg+1, maxSeq, maxReg)})
+	}
+	if closedAt == 0 && res.events > 0 {
+		res.notes = append(res.notes, Note{Kind: NoteRunOpen, Run: run, File: file, Detail: "no run.close: the run is still open"})
+	}
+	return res
+}
+
+// decisionOutcome reads Outcome from a policy.decision's data; anything
+// unreadable counts as not allowed.
+func decisionOutcome(data []byte) Outcome {
+	v, ok := lookup(data, "outcome")
+	if !ok {
+		return ""
+	}
+	s, err := parseString(v)
+	if err != nil {
+		return ""
+	}
+	return Outcome(s)
+}

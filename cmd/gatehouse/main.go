@@ -1,0 +1,120 @@
+// Command gatehouse is the one Gatehouse binary: the server (serve), the
+// journal writer on its own (writer), the application and agent side at a
+// terminal (work, effect) and the offline checker (verify).
+//
+// main only calls run; tests call run too.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:], os.Getenv, os.Stdin, os.Stdout, os.Stderr)
+	stop()
+	os.Exit(exitCode(err, os.Stderr))
+}
+
+// exitError carries a process exit status; its message, if any, has been
+// printed already or is printed by exitCode.
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e *exitError) Error() string {
+	if e.err == nil {
+		return fmt.Sprintf("exit status %d", e.code)
+	}
+	return e.err.Error()
+}
+func (e *exitError) Unwrap() error { return e.err }
+
+// Exit statuses shared by every subcommand.
+const (
+	exitOK       = 0
+	exitFindings = 1 // verify found tampering; an effect was refused
+	exitUsage    = 2 // bad flags or arguments, unusable input
+)
+
+func exitCode(err error, stderr io.Writer) int {
+	if err == nil {
+		return exitOK
+	}
+	var ee *exitError
+	if errors.As(err, &ee) {
+		if ee.err != nil {
+			fmt.Fprintln(stderr, "gatehouse:", ee.err)
+		}
+		return ee.code
+	}
+	fmt.Fprintln(stderr, "gatehouse:", err)
+	return exitFindings
+}
+
+// usageError marks bad arguments (exit status 2).
+func usageError(format string, a ...any) error {
+	return &exitError{code: exitUsage, err: fmt.Errorf(format, a...)}
+}
+
+const topUsage = `gatehouse decides, records and carries out the effects AI agents propose.
+
+Usage:
+  gatehouse <command> [flags] [args]
+
+Commands:
+  serve     run Gatehouse: embedded NATS, broker, journal writer, web status page
+  writer    run only the journal writer against an existing NATS
+  work      open or close work on behalf of a person (an application's side)
+  effect    propose an effect for a run (an agent's side)
+  verify    check a journal offline: no keys, no network
+  version   print the version
+
+Run 'gatehouse <command> --help' for a command's flags.
+`
+
+func run(ctx context.Context, args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, topUsage)
+		return &exitError{code: exitUsage}
+	}
+	env := &cliEnv{getenv: getenv, stdin: stdin, stdout: stdout, stderr: stderr}
+	switch cmd, rest := args[0], args[1:]; cmd {
+	case "serve":
+		return cmdServe(ctx, env, rest)
+	case "writer":
+		return cmdWriter(ctx, env, rest)
+	case "work":
+		return cmdWork(ctx, env, rest)
+	case "effect":
+		return cmdEffect(ctx, env, rest)
+	case "verify":
+		return cmdVerify(ctx, env, rest)
+	case "version", "--version":
+		fmt.Fprintln(stdout, "gatehouse", version)
+		return nil
+	case "help", "-h", "--help":
+		fmt.Fprint(stdout, topUsage)
+		return nil
+	default:
+		fmt.Fprint(stderr, topUsage)
+		return usageError("unknown command %q", cmd)
+	}
+}
+
+const version = "0.1.0"
+
+// cliEnv is what a subcommand may touch of the outside world.
+type cliEnv struct {
+	getenv func(string) string
+	stdin  io.Reader
+	stdout io.Writer
+	stderr io.Writer
+}

@@ -1,0 +1,361 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/gatehouse/gatehouse/broker"
+	"github.com/gatehouse/gatehouse/broker/embedded"
+	"github.com/gatehouse/gatehouse/broker/journal"
+	"github.com/gatehouse/gatehouse/broker/subject"
+	"github.com/gatehouse/gatehouse/dashboard"
+	"github.com/gatehouse/gatehouse/policy"
+	"github.com/gatehouse/gatehouse/sinks/output"
+	"github.com/gatehouse/gatehouse/web"
+)
+
+const serveUsage = `Usage: gatehouse serve [flags]
+
+Runs Gatehouse: an embedded NATS server with JetStream on loopback (unless
+--nats-url names one), the broker service, the journal writer and the web
+status page. Data lives under --data-dir. Ctrl-C stops it cleanly.
+
+Every flag can also be set in the environment: --mode is GATEHOUSE_MODE,
+--policy is GATEHOUSE_POLICY, and so on (GATEHOUSE_ and the flag name in
+capitals, '-' as '_').
+`
+
+// serveConfig is serve's parsed configuration.
+type serveConfig struct {
+	dataDir   string
+	natsURL   string
+	natsCreds string
+	natsHost  string
+	natsPort  int
+	httpAddr  string
+	mode      string
+	policy    string
+	noWriter  bool
+	replicas  int
+	logFormat string
+	logLevel  string
+}
+
+func (c *serveConfig) journalDir() string { return filepath.Join(c.dataDir, "journal") }
+
+func serveFlags(env *cliEnv, c *serveConfig) *flagSet {
+	fs := newEnvFlags(env, "serve", serveUsage)
+	fs.stringVar(&c.dataDir, "data-dir", ".gatehouse", "where the journal, the embedded NATS store and credentials live")
+	fs.stringVar(&c.natsURL, "nats-url", "", "use this NATS (with JetStream) instead of the embedded server")
+	fs.stringVar(&c.natsCreds, "nats-creds", "", "nkey seed file for --nats-url")
+	fs.stringVar(&c.natsHost, "nats-host", "127.0.0.1", "address the embedded NATS listens on")
+	fs.intVar(&c.natsPort, "nats-port", 4222, "port the embedded NATS listens on (-1 picks a free one)")
+	fs.stringVar(&c.httpAddr, "http", "127.0.0.1:8080", "address of the web status page, /metrics, /healthz and /readyz")
+	fs.stringVar(&c.mode, "mode", "report", "off, report or strict")
+	fs.stringVar(&c.policy, "policy", "", "deployment rules file (JSON or YAML); empty: built-in rules only")
+	fs.boolVar(&c.noWriter, "no-writer", false, "do not run the journal writer in this process (run 'gatehouse writer' elsewhere)")
+	fs.intVar(&c.replicas, "replicas", 1, "JetStream replicas for the journal stream and buckets (3 on a cluster)")
+	fs.stringVar(&c.logFormat, "log-format", "text", "text or json")
+	fs.stringVar(&c.logLevel, "log-level", "info", "debug, info, warn or error")
+	return fs
+}
+
+func cmdServe(ctx context.Context, env *cliEnv, args []string) error {
+	var c serveConfig
+	fs := serveFlags(env, &c)
+	if _, err := fs.parse(args); err != nil {
+		return err
+	}
+	mode, err := policy.ParseMode(c.mode)
+	if err != nil {
+		return usageError("--mode: %v", err)
+	}
+	log, err := newLogger(env, c.logFormat, c.logLevel)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(c.dataDir, 0o700); err != nil {
+		return fmt.Errorf("data dir: %w", err)
+	}
+	abs, _ := filepath.Abs(c.dataDir)
+	c.dataDir = abs
+
+	// NATS: embedded unless a URL is given.
+	var ns *embedded.Server
+	var nc *nats.Conn
+	if c.natsURL == "" {
+		ns, err = embedded.Start(embedded.Config{Dir: filepath.Join(c.dataDir, "nats"), Host: c.natsHost, Port: c.natsPort, Logger: log})
+		if err != nil {
+			return err
+		}
+		defer ns.Shutdown()
+		nc, err = ns.Connect(embedded.RoleBroker)
+	} else {
+		nc, err = connectNATS(c.natsURL, c.natsCreds, "gatehouse-serve")
+	}
+	if err != nil {
+		return fmt.Errorf("connect broker to NATS: %w", err)
+	}
+	defer nc.Close()
+	natsURL := c.natsURL
+	if ns != nil {
+		natsURL = ns.URL
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return err
+	}
+	if _, err := journal.EnsureStream(ctx, js, c.replicas); err != nil {
+		return fmt.Errorf("journal stream: %w", err)
+	}
+	runs, err := broker.OpenKVRuns(ctx, js, c.replicas)
+	if err != nil {
+		return err
+	}
+	out, err := output.New(ctx, js, c.replicas)
+	if err != nil {
+		return err
+	}
+
+	pol, polErr := loadPolicy(c.policy)
+	if polErr != nil {
+		log.Error("policy could not be read: every effect is refused until it is fixed", "file", c.policy, "err", polErr)
+	}
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	b, err := broker.New(broker.Config{Mode: mode, Logger: log, Metrics: broker.NewMetrics(reg)},
+		runs, broker.NewRecorder(js, 0), pol, out)
+	if err != nil {
+		return err
+	}
+	svc, err := broker.Serve(nc, b, broker.ServiceConfig{})
+	if err != nil {
+		return err
+	}
+
+	// The journal writer.
+	var (
+		writer           *journal.Writer
+		writerErr        = make(chan error, 1)
+		wctx, stopWriter = context.WithCancel(context.Background())
+		wg               sync.WaitGroup
+	)
+	defer stopWriter()
+	if !c.noWriter {
+		writer, err = journal.Open(c.journalDir(), journal.WriterOptions{Logger: log})
+		if err != nil {
+			_ = svc.Close()
+			return fmt.Errorf("journal writer: %w", err)
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			writerErr <- journal.Consume(wctx, js, writer, journal.ConsumeOptions{Logger: log})
+		}()
+	}
+
+	started := time.Now()
+	status := func() dashboard.Status {
+		st := dashboard.Status{
+			Version: version, Mode: string(mode), PolicyName: policyName(c.policy), PolicyDigest: pol.Digest(),
+			NATSURL: natsURL, Embedded: ns != nil, JournalDir: c.journalDir(), Started: started, Now: time.Now(),
+			WriterRunning: writer != nil,
+		}
+		if polErr != nil {
+			st.PolicyError = polErr.Error()
+		}
+		if ns != nil {
+			st.CredsDir = filepath.Join(c.dataDir, "nats", "creds")
+		}
+		for _, s := range b.Sinks() {
+			st.Sinks = append(st.Sinks, string(s))
+		}
+		sort.Strings(st.Sinks)
+		if writer != nil {
+			st.EventsWritten = writer.Written()
+			ictx, cancel := context.WithTimeout(context.Background(), time.Second)
+			defer cancel()
+			if cons, err := js.Consumer(ictx, subject.JournalStream, subject.JournalConsumer); err == nil {
+				if info, err := cons.Info(ictx); err == nil {
+					st.Pending = info.NumPending + uint64(info.NumAckPending)
+				}
+			}
+		}
+		return st
+	}
+	ready := func() error {
+		if nc.Status() != nats.CONNECTED {
+			return fmt.Errorf("NATS connection is %s", nc.Status())
+		}
+		return nil
+	}
+	srv, err := web.Start(web.Config{Addr: c.httpAddr, Status: status, Ready: ready,
+		Metrics: promhttp.HandlerFor(reg, promhttp.HandlerOpts{}), Logger: log})
+	if err != nil {
+		_ = svc.Close()
+		return fmt.Errorf("web server on %s: %w (use --http to pick another address)", c.httpAddr, err)
+	}
+
+	ep := endpoints{NATSURL: natsURL, HTTP: srv.URL(), JournalDir: c.journalDir()}
+	if ns != nil {
+		ep.AppCreds = embedded.CredsPath(filepath.Join(c.dataDir, "nats"), embedded.RoleApp)
+		ep.AgentCreds = embedded.CredsPath(filepath.Join(c.dataDir, "nats"), embedded.RoleAgent)
+	}
+	if err := writeEndpoints(c.dataDir, ep); err != nil {
+		log.Warn("could not write endpoints file", "err", err)
+	}
+	fmt.Fprintf(env.stdout, `Gatehouse %s is running (mode %s).
+  NATS        %s%s
+  status page %s/
+  metrics     %s/metrics
+  journal     %s
+  policy      %s
+`, version, mode, natsURL, map[bool]string{true: " (embedded)", false: ""}[ns != nil], srv.URL(), srv.URL(), c.journalDir(), policyName(c.policy))
+	if ns != nil {
+		fmt.Fprintf(env.stdout, "  app creds   %s\n  agent creds %s\n", ep.AppCreds, ep.AgentCreds)
+	}
+	fmt.Fprintln(env.stdout, "Press Ctrl-C to stop.")
+
+	var runErr error
+	select {
+	case <-ctx.Done():
+	case err := <-writerErr:
+		runErr = fmt.Errorf("journal writer stopped: %w", err)
+	}
+	log.Info("shutting down")
+	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_ = srv.Shutdown(sctx)
+	_ = svc.Close()
+	if writer != nil && runErr == nil {
+		// Let the writer catch up with what the brokers recorded, so the
+		// journal on disk is complete when serve exits.
+		if n := waitDrained(sctx, js); n > 0 {
+			log.Warn("journal writer stopped with events pending; they stay in the stream and are written on the next start", "pending", n)
+		}
+	}
+	stopWriter()
+	wg.Wait()
+	if writer != nil {
+		if err := writer.Close(); err != nil && runErr == nil {
+			runErr = err
+		}
+	}
+	_ = nc.Drain()
+	_ = os.Remove(filepath.Join(c.dataDir, endpointsFile))
+	fmt.Fprintln(env.stdout, "Gatehouse stopped.")
+	return runErr
+}
+
+// waitDrained waits until the journal consumer has nothing pending, or ctx
+// ends, and returns what is still pending.
+func waitDrained(ctx context.Context, js jetstream.JetStream) uint64 {
+	for {
+		pending := uint64(1)
+		if cons, err := js.Consumer(ctx, subject.JournalStream, subject.JournalConsumer); err == nil {
+			if info, err := cons.Info(ctx); err == nil {
+				pending = info.NumPending + uint64(info.NumAckPending)
+			}
+		}
+		if pending == 0 {
+			return 0
+		}
+		select {
+		case <-ctx.Done():
+			return pending
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+func loadPolicy(path string) (*policy.Policy, error) {
+	if path == "" {
+		return policy.Default(), nil
+	}
+	p, err := policy.Load(path)
+	if err != nil {
+		return policy.Unreadable(path, err), err
+	}
+	return p, nil
+}
+
+func policyName(path string) string {
+	if path == "" {
+		return "built-in rules only"
+	}
+	return path
+}
+
+func newLogger(env *cliEnv, format, level string) (*slog.Logger, error) {
+	var lv slog.Level
+	if err := lv.UnmarshalText([]byte(level)); err != nil {
+		return nil, usageError("--log-level: %v", err)
+	}
+	opts := &slog.HandlerOptions{Level: lv}
+	switch format {
+	case "text":
+		return slog.New(slog.NewTextHandler(env.stderr, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(env.stderr, opts)), nil
+	}
+	return nil, usageError("--log-format must be text or json, not %q", format)
+}
+
+func connectNATS(url, creds, name string) (*nats.Conn, error) {
+	opts := []nats.Option{nats.Name(name), nats.MaxReconnects(-1)}
+	if creds != "" {
+		o, err := nats.NkeyOptionFromSeed(creds)
+		if err != nil {
+			return nil, fmt.Errorf("--nats-creds %s: %w", creds, err)
+		}
+		opts = append(opts, o)
+	}
+	return nats.Connect(url, opts...)
+}
+
+// endpoints is written to DATA_DIR/endpoints.json while serve runs, so the
+// CLI's client commands find the server without flags.
+type endpoints struct {
+	NATSURL    string `json:"nats_url"`
+	HTTP       string `json:"http"`
+	JournalDir string `json:"journal_dir"`
+	AppCreds   string `json:"app_creds,omitempty"`
+	AgentCreds string `json:"agent_creds,omitempty"`
+}
+
+const endpointsFile = "endpoints.json"
+
+func writeEndpoints(dir string, ep endpoints) error {
+	b, _ := json.MarshalIndent(ep, "", "  ")
+	return os.WriteFile(filepath.Join(dir, endpointsFile), append(b, '\n'), 0o600)
+}
+
+func readEndpoints(dir string) (*endpoints, error) {
+	b, err := os.ReadFile(filepath.Join(dir, endpointsFile))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("no running gatehouse found in %s (start one with 'gatehouse serve', or pass --nats-url)", dir)
+	}
+	if err != nil {
+		return nil, err
+	}
+	var ep endpoints
+	if err := json.Unmarshal(b, &ep); err != nil {
+		return nil, fmt.Errorf("%s: %w", filepath.Join(dir, endpointsFile), err)
+	}
+	return &ep, nil
+}

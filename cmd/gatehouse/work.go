@@ -1,0 +1,312 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/gatehouse/gatehouse/broker"
+	"github.com/gatehouse/gatehouse/broker/client"
+	"github.com/gatehouse/gatehouse/policy"
+)
+
+// connFlags are the flags every client command shares.
+type connFlags struct {
+	dataDir string
+	natsURL string
+	creds   string
+	timeout time.Duration
+	json    bool
+}
+
+func (c *connFlags) register(fs *flagSet) {
+	fs.stringVar(&c.dataDir, "data-dir", ".gatehouse", "a running 'gatehouse serve' data dir, to find its NATS URL and credentials")
+	fs.stringVar(&c.natsURL, "nats-url", "", "NATS URL (default: the one the local 'gatehouse serve' wrote)")
+	fs.stringVar(&c.creds, "creds", "", "nkey seed file (default: the local server's credentials for this role)")
+	fs.DurationVar(&c.timeout, "timeout", 10*time.Second, "how long to wait for a broker")
+	fs.BoolVar(&c.json, "json", false, "print the reply as JSON")
+}
+
+// dial connects as role, filling the URL and credentials from the local
+// server's endpoints file when not given.
+func (c *connFlags) dial(role client.Role) (*client.Client, error) {
+	url, creds := c.natsURL, c.creds
+	if url == "" || creds == "" {
+		ep, err := readEndpoints(c.dataDir)
+		if err != nil && url == "" {
+			return nil, err
+		}
+		if ep != nil {
+			if url == "" {
+				url = ep.NATSURL
+			}
+			if creds == "" {
+				creds = map[client.Role]string{client.App: ep.AppCreds, client.Agent: ep.AgentCreds}[role]
+			}
+		}
+	}
+	return client.Dial(url, role, creds)
+}
+
+const workUsage = `Usage:
+  gatehouse work open --tenant T --person P [--scope S]... [--agent A] [--mandate-* ...]
+  gatehouse work close RUN [--status S]
+
+An application's side: open work on behalf of a person and get a run id to
+hand to an agent, or close a run. Whom work is for comes only from here.
+`
+
+func cmdWork(ctx context.Context, env *cliEnv, args []string) error {
+	if len(args) == 0 || args[0] == "--help" || args[0] == "-h" {
+		fmt.Fprint(env.stdout, workUsage)
+		if len(args) == 0 {
+			return &exitError{code: exitUsage}
+		}
+		return nil
+	}
+	switch args[0] {
+	case "open":
+		return cmdWorkOpen(ctx, env, args[1:])
+	case "close":
+		return cmdWorkClose(ctx, env, args[1:])
+	}
+	return usageError("unknown work command %q (open or close)", args[0])
+}
+
+func cmdWorkOpen(ctx context.Context, env *cliEnv, args []string) error {
+	var (
+		cf                        connFlags
+		w                         broker.OpenWork
+		scopes, mSystems, mScopes listFlag
+		mEffects                  listFlag
+		mExpires                  string
+	)
+	fs := newEnvFlags(env, "work open", workUsage)
+	cf.register(fs)
+	fs.StringVar(&w.Tenant, "tenant", "", "the tenant the person belongs to (required)")
+	fs.StringVar(&w.Person, "person", "", "the person the work is for (required)")
+	fs.StringVar(&w.Agent, "agent", "", "the agent doing the work; its card in the policy then applies")
+	fs.Var(&scopes, "scope", "a scope the person holds (repeat or comma-separate)")
+	fs.Var(&mSystems, "mandate-systems", "mandate: the systems handed over (providers or sinks)")
+	fs.Var(&mEffects, "mandate-effects", "mandate: the effects handed over (read, write, destructive, notify)")
+	fs.Var(&mScopes, "mandate-scopes", "mandate: the scopes handed over")
+	fs.StringVar(&mExpires, "mandate-expires", "", "mandate: expiry, RFC 3339 time or a duration from now (2h)")
+	if _, err := fs.parse(args); err != nil {
+		return err
+	}
+	if w.Tenant == "" || w.Person == "" {
+		return usageError("--tenant and --person are required")
+	}
+	w.Scopes = scopes
+	if len(mSystems)+len(mEffects)+len(mScopes) > 0 || mExpires != "" {
+		m := &policy.Mandate{Systems: mSystems, Scopes: mScopes}
+		for _, e := range mEffects {
+			m.Effects = append(m.Effects, policy.EffectClass(e))
+		}
+		if mExpires != "" {
+			t, err := parseExpiry(mExpires, time.Now())
+			if err != nil {
+				return usageError("--mandate-expires: %v", err)
+			}
+			m.ExpiresAt = t
+		}
+		w.Mandate = m
+	}
+	c, err := cf.dial(client.App)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(ctx, cf.timeout)
+	defer cancel()
+	run, err := c.OpenWork(ctx, w)
+	if err != nil {
+		return err
+	}
+	if cf.json {
+		return json.NewEncoder(env.stdout).Encode(map[string]string{"run": run})
+	}
+	fmt.Fprintln(env.stdout, run)
+	return nil
+}
+
+func parseExpiry(s string, now time.Time) (time.Time, error) {
+	if d, err := time.ParseDuration(s); err == nil {
+		return now.Add(d).UTC(), nil
+	}
+	return time.Parse(time.RFC3339, s)
+}
+
+func cmdWorkClose(ctx context.Context, env *cliEnv, args []string) error {
+	var (
+		cf     connFlags
+		status string
+	)
+	fs := newEnvFlags(env, "work close", workUsage)
+	cf.register(fs)
+	fs.StringVar(&status, "status", "done", "how the work ended")
+	pos, err := fs.parse(args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 {
+		return usageError("work close takes one run id")
+	}
+	c, err := cf.dial(client.App)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(ctx, cf.timeout)
+	defer cancel()
+	if err := c.CloseWork(ctx, pos[0], status); err != nil {
+		return err
+	}
+	if cf.json {
+		return json.NewEncoder(env.stdout).Encode(map[string]string{"run": pos[0], "status": "closed"})
+	}
+	fmt.Fprintln(env.stdout, "closed", pos[0])
+	return nil
+}
+
+const effectUsage = `Usage:
+  gatehouse effect SINK --run RUN [--action A] [--params JSON] [--origin O] [--tool T]
+  gatehouse effect output --run RUN [--status ok] [--result JSON]
+
+An agent's side: propose one effect for a run and print the decision and,
+if it happened, the outcome. Exit status: 0 allowed, 1 refused or failed,
+2 bad usage, 3 held for a person's approval.
+`
+
+// exitHeld is effect's exit status for an effect held for approval.
+const exitHeld = 3
+
+func cmdEffect(ctx context.Context, env *cliEnv, args []string) error {
+	if len(args) == 0 || strings.HasPrefix(args[0], "-") {
+		fs := newEnvFlags(env, "effect", effectUsage)
+		_, err := fs.parse(args)
+		if err != nil {
+			return err
+		}
+		fs.Usage()
+		return usageError("name a sink (for example: gatehouse effect output --run RUN --result '{}')")
+	}
+	sink := policy.Sink(args[0])
+	var (
+		cf     connFlags
+		req    broker.EffectRequest
+		params string
+		status string
+		result string
+		origin string
+	)
+	fs := newEnvFlags(env, "effect "+args[0], effectUsage)
+	cf.register(fs)
+	fs.StringVar(&req.Run, "run", "", "the run id the application opened (required)")
+	fs.StringVar(&req.Action, "action", "", "the sink's action (output: deliver)")
+	fs.StringVar(&params, "params", "", "the sink's params as a JSON object")
+	fs.StringVar(&origin, "origin", "", "where the code came from: shipped, runtime, registry, model, direct")
+	fs.StringVar(&req.Tool, "tool", "", "the tool name agent cards match (default SINK.ACTION)")
+	fs.StringVar(&status, "status", "ok", "output: the step's status")
+	fs.StringVar(&result, "result", "", "output: the step's result as JSON")
+	pos, err := fs.parse(args[1:])
+	if err != nil {
+		return err
+	}
+	if req.Run == "" && len(pos) == 1 {
+		req.Run = pos[0]
+	} else if len(pos) > 0 {
+		return usageError("unexpected arguments: %s", strings.Join(pos, " "))
+	}
+	if req.Run == "" {
+		return usageError("--run is required")
+	}
+	req.Origin = policy.Origin(origin)
+	if sink == policy.SinkOutput {
+		if req.Action == "" {
+			req.Action = "deliver"
+		}
+		if params == "" {
+			r := json.RawMessage("null")
+			if result != "" {
+				r = json.RawMessage(result)
+				if !json.Valid(r) {
+					return usageError("--result is not JSON (quote a string: --result '\"done\"')")
+				}
+			}
+			b, _ := json.Marshal(map[string]any{"status": status, "result": r})
+			params = string(b)
+		}
+	}
+	if params != "" {
+		if !json.Valid([]byte(params)) {
+			return usageError("--params is not JSON")
+		}
+		req.Params = json.RawMessage(params)
+	}
+	if req.Action == "" {
+		return usageError("--action is required for sink %s", sink)
+	}
+	c, err := cf.dial(client.Agent)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(ctx, cf.timeout)
+	defer cancel()
+	reply, err := c.Effect(ctx, sink, req)
+	if reply == nil {
+		return err
+	}
+	if cf.json {
+		if jerr := json.NewEncoder(env.stdout).Encode(reply); jerr != nil {
+			return jerr
+		}
+	} else {
+		printEffect(env, reply)
+	}
+	switch {
+	case err != nil:
+		if cf.json {
+			return &exitError{code: exitFindings}
+		}
+		return err
+	case reply.Decision == nil:
+		return &exitError{code: exitFindings}
+	case reply.Decision.Outcome == "held":
+		return &exitError{code: exitHeld}
+	case reply.Decision.Outcome != "allowed":
+		return &exitError{code: exitFindings}
+	}
+	return nil
+}
+
+func printEffect(env *cliEnv, r *broker.EffectReply) {
+	d := r.Decision
+	if d == nil {
+		return
+	}
+	line := fmt.Sprintf("%s (%s mode)", d.Outcome, d.Mode)
+	if d.Refusal != "" {
+		what := "enforced"
+		if !d.Enforced {
+			what = "strict mode would refuse"
+		}
+		line += fmt.Sprintf(": %s, rule %s, %s", d.Refusal, d.Rule, what)
+	}
+	if d.AllowedBy != "" {
+		line += ", allowed by rule " + d.AllowedBy
+	}
+	if !d.Recorded && d.Mode != policy.ModeOff {
+		line += " [NOT RECORDED]"
+	}
+	fmt.Fprintf(env.stdout, "%s\n  run %s effect %s\n", line, r.Run, r.Effect)
+	for _, rs := range d.Reasons {
+		fmt.Fprintf(env.stdout, "  - %s (%s): %s\n", rs.Refusal, rs.Rule, rs.Detail)
+	}
+	if o := r.Outcome; o != nil {
+		fmt.Fprintf(env.stdout, "  outcome %s, %d bytes, %s\n", o.Status, o.Size, o.Digest)
+	}
+}

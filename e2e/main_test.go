@@ -1,0 +1,138 @@
+// Package e2e runs Gatehouse as a user would: the built binary, a real
+// NATS, real files, signals and kill -9.
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// bin is the gatehouse binary built once for the whole package.
+var bin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "gatehouse-e2e-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	bin = filepath.Join(dir, "gatehouse")
+	build := exec.Command("go", "build", "-o", bin, "github.com/gatehouse/gatehouse/cmd/gatehouse")
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "build gatehouse:", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// result is a finished command.
+type result struct {
+	code           int
+	stdout, stderr string
+}
+
+// gh runs the binary to completion.
+func gh(t *testing.T, args ...string) result {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, args...)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	cmd.Env = cleanEnv()
+	err := cmd.Run()
+	r := result{stdout: out.String(), stderr: errb.String()}
+	if ee, ok := err.(*exec.ExitError); ok {
+		r.code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatalf("gatehouse %s: %v", strings.Join(args, " "), err)
+	}
+	return r
+}
+
+// cleanEnv is the environment without GATEHOUSE_ settings of the machine.
+func cleanEnv() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "GATEHOUSE_") {
+			env = append(env, kv)
+		}
+	}
+	return env
+}
+
+// server is a `gatehouse serve` process.
+type server struct {
+	cmd     *exec.Cmd
+	dataDir string
+	out     *bytes.Buffer
+	ep      endpoints
+}
+
+type endpoints struct {
+	NATSURL    string `json:"nats_url"`
+	HTTP       string `json:"http"`
+	JournalDir string `json:"journal_dir"`
+	AppCreds   string `json:"app_creds"`
+	AgentCreds string `json:"agent_creds"`
+}
+
+// serve starts `gatehouse serve` on free ports and waits until it has
+// written its endpoints file.
+func serve(t *testing.T, dataDir string, args ...string) *server {
+	t.Helper()
+	args = append([]string{"serve", "--data-dir", dataDir, "--nats-port", "-1", "--http", "127.0.0.1:0"}, args...)
+	cmd := exec.Command(bin, args...)
+	out := &bytes.Buffer{}
+	cmd.Stdout, cmd.Stderr = out, out
+	cmd.Env = cleanEnv()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	s := &server{cmd: cmd, dataDir: dataDir, out: out}
+	t.Cleanup(func() {
+		if cmd.ProcessState == nil {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+		}
+	})
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		b, err := os.ReadFile(filepath.Join(dataDir, "endpoints.json"))
+		if err == nil && json.Unmarshal(b, &s.ep) == nil && s.ep.NATSURL != "" {
+			return s
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("gatehouse serve did not start:\n%s", out)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// stop sends SIGINT and waits for a clean exit.
+func (s *server) stop(t *testing.T) {
+	t.Helper()
+	_ = s.cmd.Process.Signal(os.Interrupt)
+	done := make(chan error, 1)
+	go func() { done <- s.cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("gatehouse serve exited with %v:\n%s", err, s.out)
+		}
+	case <-time.After(30 * time.Second):
+		_ = s.cmd.Process.Kill()
+		t.Fatalf("gatehouse serve did not stop on SIGINT:\n%s", s.out)
+	}
+}

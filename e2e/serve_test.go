@@ -1,0 +1,141 @@
+package e2e
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/gatehouse/gatehouse/broker"
+	"github.com/gatehouse/gatehouse/broker/journal"
+)
+
+const rules = `
+effects:
+  - name: no-leaks
+    decision: deny
+    match: {sink: output, target: "leak*"}
+`
+
+// TestServeAsAUserWould runs the binary the way the README does: serve,
+// open work, propose allowed and refused effects from the CLI, look at the
+// status page and metrics, stop with Ctrl-C, verify the journal, tamper
+// with it and see verify catch it.
+func TestServeAsAUserWould(t *testing.T) {
+	data := t.TempDir()
+	policyFile := filepath.Join(data, "rules.yaml")
+	if err := os.WriteFile(policyFile, []byte(rules), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s := serve(t, data, "--mode", "strict", "--policy", policyFile)
+	if !strings.Contains(s.out.String(), "Gatehouse") {
+		t.Fatalf("serve printed nothing useful:\n%s", s.out)
+	}
+
+	open := gh(t, "work", "open", "--data-dir", data, "--tenant", "acme", "--person", "ada", "--scope", "reports", "--json")
+	if open.code != 0 {
+		t.Fatalf("work open: %d %s %s", open.code, open.stdout, open.stderr)
+	}
+	var opened struct{ Run string }
+	if err := json.Unmarshal([]byte(open.stdout), &opened); err != nil || !broker.ValidRunID(opened.Run) {
+		t.Fatalf("work open printed %q", open.stdout)
+	}
+	run := opened.Run
+
+	ok := gh(t, "effect", "output", "--data-dir", data, "--run", run, "--result", `{"rows":3}`)
+	if ok.code != 0 || !strings.Contains(ok.stdout, "allowed (strict mode)") {
+		t.Fatalf("allowed effect: exit %d\n%s%s", ok.code, ok.stdout, ok.stderr)
+	}
+	refused := gh(t, "effect", "output", "--data-dir", data, "--run", run, "--status", "leak-everything", "--result", `"x"`, "--json")
+	if refused.code != 1 {
+		t.Fatalf("refused effect exited %d\n%s%s", refused.code, refused.stdout, refused.stderr)
+	}
+	var reply broker.EffectReply
+	if err := json.Unmarshal([]byte(refused.stdout), &reply); err != nil {
+		t.Fatalf("--json printed %q: %v", refused.stdout, err)
+	}
+	if reply.Decision.Outcome != journal.OutcomeRefused || reply.Decision.Rule != "no-leaks" || !reply.Decision.Enforced || reply.Outcome != nil {
+		t.Fatalf("refused reply = %+v", reply.Decision)
+	}
+
+	// The mandate holds for the person: an effect outside it is refused.
+	open2 := gh(t, "work", "open", "--data-dir", data, "--tenant", "acme", "--person", "bob", "--mandate-systems", "erp")
+	run2 := strings.TrimSpace(open2.stdout)
+	outside := gh(t, "effect", "output", "--data-dir", data, "--run", run2, "--result", "1")
+	if outside.code != 1 || !strings.Contains(outside.stdout, "outside-mandate") {
+		t.Fatalf("outside mandate: exit %d\n%s", outside.code, outside.stdout)
+	}
+
+	// Bad usage is exit status 2 with a message.
+	if r := gh(t, "effect", "output", "--data-dir", data); r.code != 2 || !strings.Contains(r.stderr, "--run") {
+		t.Fatalf("missing --run: exit %d %q", r.code, r.stderr)
+	}
+	if r := gh(t, "work", "close", "--data-dir", data, run); r.code != 0 {
+		t.Fatalf("work close: %d %s", r.code, r.stderr)
+	}
+	if r := gh(t, "effect", "output", "--data-dir", data, "--run", run, "--result", "1"); r.code != 1 || !strings.Contains(r.stderr, "RUN_CLOSED") {
+		t.Fatalf("effect on closed run: %d %q", r.code, r.stderr)
+	}
+
+	for path, want := range map[string]string{
+		"/":        "strict",
+		"/healthz": "ok",
+		"/readyz":  "ready",
+		"/metrics": `gatehouse_decisions_total{enforced="true",outcome="refused",rule="no-leaks",sink="output"} 1`,
+	} {
+		body := get(t, s.ep.HTTP+path)
+		if !strings.Contains(body, want) {
+			t.Fatalf("GET %s: %q not in\n%s", path, want, body)
+		}
+	}
+
+	s.stop(t)
+
+	v := gh(t, "verify", filepath.Join(data, "journal"))
+	if v.code != 0 || !strings.Contains(v.stdout, "intact") {
+		t.Fatalf("verify: exit %d\n%s%s", v.code, v.stdout, v.stderr)
+	}
+	vj := gh(t, "verify", "--json", filepath.Join(data, "journal"))
+	var rep journal.Report
+	if err := json.Unmarshal([]byte(vj.stdout), &rep); err != nil || !rep.OK {
+		t.Fatalf("verify --json: %v %s", err, vj.stdout)
+	}
+	// 2 runs: open, decision+attempt+outcome, decision, close; open, decision.
+	if rep.Runs != 2 || rep.Events != 8 {
+		t.Fatalf("verify saw %d runs and %d events, want 2 and 8", rep.Runs, rep.Events)
+	}
+
+	// Edit one byte of the refused decision: verify names the run.
+	runFile := filepath.Join(data, "journal", "runs", run+".jsonl")
+	b, err := os.ReadFile(runFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(runFile, []byte(strings.Replace(string(b), `"refused"`, `"allowed"`, 1)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	bad := gh(t, "verify", filepath.Join(data, "journal"))
+	if bad.code != 1 || !strings.Contains(bad.stdout, run) || !strings.Contains(bad.stdout, "TAMPERING") {
+		t.Fatalf("tampered verify: exit %d\n%s", bad.code, bad.stdout)
+	}
+	if r := gh(t, "verify", filepath.Join(data, "nope")); r.code != 2 {
+		t.Fatalf("verify of a missing dir exited %d", r.code)
+	}
+}
+
+func get(t *testing.T, url string) string {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s: %s\n%s", url, resp.Status, b)
+	}
+	return string(b)
+}
