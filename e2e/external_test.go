@@ -1,0 +1,103 @@
+package e2e
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	natsserver "github.com/nats-io/nats-server/v2/server"
+
+	"github.com/gatehouse/gatehouse/broker"
+)
+
+// TestServeOnAnExistingNATS points serve at a NATS server it did not start
+// (--nats-url) and works through it with the CLI.
+func TestServeOnAnExistingNATS(t *testing.T) {
+	ns, err := natsserver.NewServer(&natsserver.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(), NoLog: true, NoSigs: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns.Start()
+	defer ns.Shutdown()
+	if !ns.ReadyForConnections(10 * time.Second) {
+		t.Fatal("nats-server not ready")
+	}
+	data := t.TempDir()
+	s := serve(t, data, "--nats-url", ns.ClientURL())
+	if s.ep.NATSURL != ns.ClientURL() || strings.Contains(s.out.String(), "(embedded)") {
+		t.Fatalf("serve did not use the given NATS:\n%s", s.out)
+	}
+	if _, err := os.Stat(filepath.Join(data, "nats")); !os.IsNotExist(err) {
+		t.Fatalf("serve started an embedded NATS store anyway (%v)", err)
+	}
+	open := gh(t, "work", "open", "--nats-url", ns.ClientURL(), "--tenant", "acme", "--person", "ada")
+	run := strings.TrimSpace(open.stdout)
+	if open.code != 0 || !broker.ValidRunID(run) {
+		t.Fatalf("work open: %d %q %q", open.code, open.stdout, open.stderr)
+	}
+	if r := gh(t, "effect", "output", "--nats-url", ns.ClientURL(), "--run", run, "--result", "1"); r.code != 0 {
+		t.Fatalf("effect: %d %s %s", r.code, r.stdout, r.stderr)
+	}
+	s.stop(t)
+	if v := gh(t, "verify", filepath.Join(data, "journal")); v.code != 0 {
+		t.Fatalf("verify: %d %s", v.code, v.stdout)
+	}
+}
+
+// TestBrokenPolicyRefusesEverythingAndSaysSo starts serve with a rules file
+// that cannot be read: serve keeps running, every effect is refused with
+// policy-unreadable (recorded, even in report mode), and the status page
+// and log say what is wrong.
+func TestBrokenPolicyRefusesEverythingAndSaysSo(t *testing.T) {
+	data := t.TempDir()
+	bad := filepath.Join(data, "rules.yaml")
+	if err := os.WriteFile(bad, []byte("effects:\n  - name: x\n    decision: deny\n    match: {colour: red}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s := serve(t, data, "--policy", bad)
+	open := gh(t, "work", "open", "--data-dir", data, "--tenant", "acme", "--person", "ada")
+	run := strings.TrimSpace(open.stdout)
+	r := gh(t, "effect", "output", "--data-dir", data, "--run", run, "--result", "1", "--json")
+	var reply broker.EffectReply
+	if err := json.Unmarshal([]byte(r.stdout), &reply); err != nil {
+		t.Fatalf("%v: %q", err, r.stdout)
+	}
+	if r.code != 1 || reply.Decision.Refusal != "policy-unreadable" || !reply.Decision.Enforced || !reply.Decision.Recorded {
+		t.Fatalf("effect under a broken policy: exit %d %+v", r.code, reply.Decision)
+	}
+	if len(reply.Decision.Reasons) == 0 || !strings.Contains(reply.Decision.Reasons[0].Detail, "rules.yaml") {
+		t.Fatalf("the reason does not name the file: %+v", reply.Decision.Reasons)
+	}
+	page := get(t, s.ep.HTTP+"/")
+	if !strings.Contains(page, "Policy could not be read") || !strings.Contains(page, "colour") {
+		t.Fatalf("status page does not say the policy is broken:\n%s", page)
+	}
+	s.stop(t)
+	if !strings.Contains(s.out.String(), "policy could not be read") {
+		t.Fatalf("serve did not log the broken policy:\n%s", s.out)
+	}
+	if v := gh(t, "verify", filepath.Join(data, "journal")); v.code != 0 {
+		t.Fatalf("verify: %d %s", v.code, v.stdout)
+	}
+}
+
+func TestHelpAndVersion(t *testing.T) {
+	for _, args := range [][]string{{"--help"}, {"serve", "--help"}, {"verify", "--help"}, {"work", "--help"}, {"effect", "output", "--help"}, {"writer", "--help"}} {
+		r := gh(t, args...)
+		if r.code != 0 || !strings.Contains(r.stdout, "Usage") {
+			t.Errorf("gatehouse %s: exit %d, stdout %q", strings.Join(args, " "), r.code, r.stdout)
+		}
+	}
+	if r := gh(t, "version"); r.code != 0 || !strings.HasPrefix(r.stdout, "gatehouse ") {
+		t.Errorf("version: %d %q", r.code, r.stdout)
+	}
+	if r := gh(t, "frobnicate"); r.code != 2 || !strings.Contains(r.stderr, "unknown command") {
+		t.Errorf("unknown command: %d %q", r.code, r.stderr)
+	}
+	if r := gh(t, "serve", "--mode", "lenient"); r.code != 2 || !strings.Contains(r.stderr, "mode") {
+		t.Errorf("bad mode: %d %q", r.code, r.stderr)
+	}
+}
