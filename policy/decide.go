@@ -306,33 +306,24 @@ func (d *decider) cards() {
 // built-ins to use.
 func (d *decider) deployment() {
 	if d.in.Effect.Sink == SinkProvider {
-		for i := range d.p.rules {
-			r := &d.p.rules[i]
-			if !r.allow && r.m.matches(d) {
-				d.add(RefuseDeploymentRule, r.name, r.detail, false)
-				return
-			}
-		}
-	}
-	for i := range d.p.effects {
-		r := &d.p.effects[i]
-		if !r.allow && r.m.matches(d) {
+		if r := d.p.rules.first(d, false, false); r != nil {
 			d.add(RefuseDeploymentRule, r.name, r.detail, false)
 			return
 		}
 	}
+	if r := d.p.effects.first(d, false, false); r != nil {
+		d.add(RefuseDeploymentRule, r.name, r.detail, false)
+	}
 }
 
-// allowRule returns the name of the first allow rule in rs that matches,
+// allowRule returns the name of the first allow rule in s that matches,
 // and when needTarget is set also names a target.
-func (d *decider) allowRule(rs []rule, needTarget bool) string {
-	for i := range rs {
-		r := &rs[i]
-		if r.allow && (!needTarget || r.m.target != nil) && r.m.matches(d) {
-			return r.name
-		}
+func (d *decider) allowRule(s *section, needTarget bool) string {
+	r := s.first(d, true, needTarget)
+	if r == nil {
+		return ""
 	}
-	return ""
+	return r.name
 }
 
 func (d *decider) lifted(name string) {
@@ -382,7 +373,7 @@ func (d *decider) builtins() {
 		}
 	case SinkBrowser:
 		if e.Action == "send" && !isSafe(d.method) && (e.PageHost == "" || !strings.EqualFold(e.Host, e.PageHost)) {
-			if name := d.allowRule(d.p.effects, true); name != "" {
+			if name := d.allowRule(&d.p.effects, true); name != "" {
 				d.lifted(name)
 				return
 			}
@@ -400,7 +391,7 @@ func originName(o Origin) string {
 }
 
 func (d *decider) unconfined(detail string) {
-	if name := d.allowRule(d.p.effects, false); name != "" {
+	if name := d.allowRule(&d.p.effects, false); name != "" {
 		d.lifted(name)
 		return
 	}
@@ -411,7 +402,7 @@ func (d *decider) provider() {
 	e := &d.in.Effect
 	mut := isMutating(d.method)
 	if mut && (e.Atom == "" || e.Declared == "") {
-		if name := d.allowRule(d.p.rules, false); name != "" {
+		if name := d.allowRule(&d.p.rules, false); name != "" {
 			d.lifted(name)
 		} else {
 			d.add(RefuseMutationWithoutAtom, string(RefuseMutationWithoutAtom),

@@ -66,6 +66,11 @@
 //     match is recorded.
 //  5. Built-in refusals, described in the next section.
 //
+// Deployment rules are indexed at load by provider (rules:) and by the
+// literal first segment of their target globs (effects:), so many such
+// rules cost about what one costs; rules without either are tried for every
+// effect (index.go). The index never changes which rule matches first.
+//
 // # Built-in refusals
 //
 // Provider calls: mutation-without-atom is a POST, PUT, PATCH or DELETE

@@ -276,9 +276,13 @@ func (c *compiler) file(root *yaml.Node) (*Policy, error) {
 	for _, kv := range pairs {
 		switch kv.key {
 		case "rules":
-			p.rules, err = c.rules(kv.value, "rules", providerKeys)
+			var rs []rule
+			rs, err = c.rules(kv.value, "rules", providerKeys)
+			p.rules = newRulesSection(rs)
 		case "effects":
-			p.effects, err = c.rules(kv.value, "effects", effectKeys)
+			var rs []rule
+			rs, err = c.rules(kv.value, "effects", effectKeys)
+			p.effects = newEffectsSection(rs)
 		case "scopes":
 			p.scopes, err = c.scopes(kv.value)
 		case "agents":

@@ -95,8 +95,8 @@ type Policy struct {
 	usable  bool
 	problem string // why the policy cannot be used, for Unreadable
 
-	rules   []rule // rules: provider calls
-	effects []rule // effects: every sink
+	rules   section // rules: provider calls
+	effects section // effects: every sink
 	scopes  []scopeReq
 	agents  map[string]*card
 }
