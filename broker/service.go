@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"runtime/debug"
 	"strings"
 	"sync"
 
@@ -91,6 +92,14 @@ func (s *Service) dispatch(r micro.Request, h func(context.Context, micro.Reques
 	s.wg.Add(1)
 	go func() {
 		defer func() { <-s.sem; s.wg.Done() }()
+		defer func() {
+			// A bug in a sink must not take the broker, and every other
+			// agent's effects, down with it.
+			if p := recover(); p != nil {
+				s.b.log.Error("handler panicked", "subject", r.Subject(), "panic", p, "stack", string(debug.Stack()))
+				respond(r, &EffectReply{Error: errorBody(fmt.Errorf("internal error handling %s", r.Subject()))})
+			}
+		}()
 		h(s.ctx, r)
 	}()
 }
