@@ -213,6 +213,9 @@ func (b *Broker) propose(ctx context.Context, sinkName policy.Sink, data []byte)
 	if run.Closed {
 		return errorReply(req.Run, fmt.Errorf("%w: %s", ErrRunClosed, run.ID))
 	}
+	if err := b.checkLineage(ctx, run); err != nil {
+		return errorReply(req.Run, err)
+	}
 	prop, err := sink.Describe(run, req)
 	if err != nil {
 		return errorReply(req.Run, err)

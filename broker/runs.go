@@ -29,6 +29,13 @@ type Run struct {
 	Agent         string           `json:"agent,omitempty"`
 	Opened        time.Time        `json:"opened"`
 	Closed        bool             `json:"closed,omitempty"`
+
+	// Parent is the run this one was delegated from, Root the first run
+	// of the work and Depth the number of delegations from it; all three
+	// are empty or zero for work an application opened (see OpenChild).
+	Parent string `json:"parent,omitempty"`
+	Root   string `json:"root,omitempty"`
+	Depth  int    `json:"depth,omitempty"`
 }
 
 // Authority is the policy's view of the run.

@@ -8,6 +8,15 @@
 //	reply, _ := agent.Output(ctx, run, "ok", map[string]any{"total": 42})
 //	if reply.Decision.Outcome != "allowed" { ... }
 //
+// Agents message each other through the peer sink, and read what was sent
+// to them from their inbox on the peer stream:
+//
+//	child, reply, _ := agent.Delegate(ctx, run, "worker", task) // child: the sub-run
+//	in, _ := worker.Peer("worker")
+//	msg, _ := in.Next(ctx) // msg.Run == child, msg.Task == task
+//
+// An agent with its own credential dials with DialAgent.
+//
 // A refusal is a decision, not an error: Effect returns it in the reply.
 // Errors are for requests Gatehouse could not take (a bad request, an
 // unknown run, no broker answering) and are *broker.ErrorBody when the
@@ -51,6 +60,20 @@ func Dial(url string, role Role, creds string, opts ...nats.Option) (*Client, er
 	if role == Agent {
 		prefix = subject.AgentInbox
 	}
+	return dial(url, prefix, creds, opts)
+}
+
+// DialAgent connects as the named agent with its own credential (see
+// package broker/embedded: AgentCredsPath), using that agent's own inbox
+// space, the only one its credential may read.
+func DialAgent(url, agent, creds string, opts ...nats.Option) (*Client, error) {
+	if !subject.ValidAgent(agent) {
+		return nil, fmt.Errorf("agent %q: a name must be 1 to %d letters, digits, '-' or '_'", agent, subject.MaxAgentLen)
+	}
+	return dial(url, subject.AgentInboxOf(agent), creds, opts)
+}
+
+func dial(url, prefix, creds string, opts []nats.Option) (*Client, error) {
 	opts = append(opts, nats.CustomInboxPrefix(prefix), nats.Name("gatehouse-client"))
 	if creds != "" {
 		o, err := nats.NkeyOptionFromSeed(creds)

@@ -4,10 +4,34 @@
 //
 //	broker   everything (the trusted component, connected in-process)
 //	app      request gatehouse.v1.work.* and read outputs; never effects
-//	agent    request gatehouse.v1.effect.*; never open work, never the journal
+//	agent    request gatehouse.v1.effect.* and fetch peer messages; never
+//	         open work, never read the journal or outputs
 //
 // Credentials are nkey seed files under Dir/creds, made on first start with
 // mode 0600 and reused after. The nats CLI takes them with --nkey.
+//
+// # Agents and peer messages
+//
+// An agent receives peer messages (subject.Peer) only by fetching from its
+// durable consumer on the peer stream, which the broker creates: agents
+// may pull from and acknowledge on consumers of that stream, and read their
+// inbox, nothing else. They cannot create or change a consumer (a push
+// consumer could be pointed at any subject), read a stream's messages
+// directly, subscribe to peer subjects, nor touch the journal, outputs,
+// runs or any other stream.
+//
+// Every agent that uses the shared "agent" credential is the same user to
+// NATS, so the server cannot tell them apart: among them, isolation is by
+// subject only, a convention each agent keeps by fetching its own consumer,
+// not something the server enforces. Any holder of the shared credential
+// can fetch any agent's peer messages and read any agent's replies.
+//
+// Agents named in Config.Agents get a credential of their own
+// (AgentCredsPath) that is enforced: it may fetch only its own consumer
+// (subject.PeerConsumer), read only its own inbox space
+// (subject.AgentInboxOf, which client.DialAgent uses), and propose effects.
+// Give each agent its own credential where agents must not read each
+// other's messages, and do not hand the shared one to them.
 package embedded
 
 import (
@@ -48,6 +72,10 @@ type Config struct {
 	// power cut); the default syncs on an interval as nats-server does.
 	SyncAlways bool
 	Logger     *slog.Logger
+	// Agents each get a credential of their own, allowed to fetch only
+	// their own peer messages (see the package doc). Names must satisfy
+	// subject.ValidAgent.
+	Agents []string
 }
 
 // Server is a running embedded nats-server.
@@ -60,6 +88,11 @@ type Server struct {
 // CredsPath returns the nkey seed file of role under dir.
 func CredsPath(dir string, r Role) string {
 	return filepath.Join(dir, "creds", string(r)+".nk")
+}
+
+// AgentCredsPath returns the nkey seed file of the named agent under dir.
+func AgentCredsPath(dir, agent string) string {
+	return filepath.Join(dir, "creds", "agent-"+agent+".nk")
 }
 
 // Start starts the server and waits until it accepts connections.
@@ -77,6 +110,16 @@ func Start(cfg Config) (*Server, error) {
 			return nil, err
 		}
 		users = append(users, &server.NkeyUser{Nkey: pub, Permissions: permissions(r)})
+	}
+	for _, a := range cfg.Agents {
+		if !subject.ValidAgent(a) {
+			return nil, fmt.Errorf("embedded nats: agent %q: a name must be 1 to %d letters, digits, '-' or '_'", a, subject.MaxAgentLen)
+		}
+		pub, err := ensureSeed(AgentCredsPath(cfg.Dir, a))
+		if err != nil {
+			return nil, err
+		}
+		users = append(users, &server.NkeyUser{Nkey: pub, Permissions: agentPermissions(a)})
 	}
 	opts := &server.Options{
 		ServerName: "gatehouse-embedded",
@@ -111,6 +154,18 @@ func (s *Server) Connect(r Role, opts ...nats.Option) (*nats.Conn, error) {
 	return nats.Connect(s.URL, opts...)
 }
 
+// ConnectAgent opens an in-process connection as the named agent, with its
+// own credential and inbox space. The agent must be in Config.Agents.
+func (s *Server) ConnectAgent(agent string, opts ...nats.Option) (*nats.Conn, error) {
+	o, err := nats.NkeyOptionFromSeed(AgentCredsPath(s.dir, agent))
+	if err != nil {
+		return nil, err
+	}
+	opts = append([]nats.Option{o, nats.InProcessServer(s.NS), nats.Name("gatehouse-agent-" + agent),
+		nats.CustomInboxPrefix(subject.AgentInboxOf(agent))}, opts...)
+	return nats.Connect(s.URL, opts...)
+}
+
 // Dir is the folder holding the store and credentials.
 func (s *Server) Dir() string { return s.dir }
 
@@ -130,12 +185,31 @@ func permissions(r Role) *server.Permissions {
 			Subscribe: &server.SubjectPermission{Allow: []string{subject.AppInbox + ".>", subject.OutputPrefix + ".>"}},
 		}
 	case RoleAgent:
-		return &server.Permissions{
-			Publish:   &server.SubjectPermission{Allow: []string{subject.EffectAll}},
-			Subscribe: &server.SubjectPermission{Allow: []string{subject.AgentInbox + ".>"}},
-		}
+		return agentPermissions("")
 	default: // broker
 		return nil
+	}
+}
+
+// agentPermissions are those of the shared agent credential (agent "") or
+// of one named agent. Fetching from a pull consumer is a request to
+// $JS.API.CONSUMER.MSG.NEXT.<stream>.<consumer> whose messages arrive on
+// the requester's inbox, and acknowledging is a publish to
+// $JS.ACK.<stream>.<consumer>...; consumer info is read when binding.
+// Nothing here lets an agent create a consumer or read a stream directly.
+func agentPermissions(agent string) *server.Permissions {
+	consumer, inbox := "*", subject.AgentInbox+".>"
+	if agent != "" {
+		consumer, inbox = subject.PeerConsumer(agent), subject.AgentInboxOf(agent)+".>"
+	}
+	return &server.Permissions{
+		Publish: &server.SubjectPermission{Allow: []string{
+			subject.EffectAll,
+			"$JS.API.CONSUMER.INFO." + subject.PeerStream + "." + consumer,
+			"$JS.API.CONSUMER.MSG.NEXT." + subject.PeerStream + "." + consumer,
+			"$JS.ACK." + subject.PeerStream + "." + consumer + ".>",
+		}},
+		Subscribe: &server.SubjectPermission{Allow: []string{inbox}},
 	}
 }
 

@@ -68,3 +68,76 @@ const (
 // OutputStream keeps delivered outputs (subjects gatehouse.v1.output.>) so
 // a caller that was not listening can still read a run's results.
 const OutputStream = "GATEHOUSE_OUTPUTS"
+
+// Buckets of the artifact and memory sinks on the embedded default.
+const (
+	// ArtifactBucket is the JetStream Object Store holding published
+	// artifacts, named "<tenant>/<key>" so tenants never share a name.
+	ArtifactBucket = "gatehouse_artifacts"
+	// MemoryBucket is the JetStream KV bucket holding memories, keyed by
+	// visibility, tenant, person (private only) and key, each hex-encoded.
+	MemoryBucket = "gatehouse_memory"
+)
+
+// Peer messages (the peer sink). Every message to an agent, whatever its
+// kind, is published on that agent's own subject, so an agent reads one
+// place and NATS permissions can keep agents apart by subject:
+//
+//	gatehouse.v1.peer.<agent>.<run>
+//
+// <run> is the run the recipient acts in for this message: the sender's run
+// for a send, the new sub-run for a delegation, the recipient's own run of
+// the same work for a broadcast. Messages are stored in PeerStream
+// (work-queue retention), one durable pull consumer per agent named by
+// PeerConsumer, which only the broker creates; agents fetch from it.
+const (
+	// PeerPrefix is followed by an agent name and a run id. Only brokers
+	// publish here, as the peer sink's decided effect.
+	PeerPrefix = Prefix + ".peer"
+	// PeerAll matches every peer subject.
+	PeerAll = PeerPrefix + ".>"
+	// PeerStream keeps peer messages until the recipient acknowledges
+	// them, so an agent that was not listening still gets them.
+	PeerStream = "GATEHOUSE_PEER"
+	// PeerBucket is the JetStream KV bucket listing which runs and agents
+	// take part in a piece of work (the peers a broadcast reaches), keyed
+	// "<root run>.<run>.<agent>".
+	PeerBucket = "gatehouse_peers"
+	// PeerConsumerPrefix is followed by the agent name.
+	PeerConsumerPrefix = "peer_"
+)
+
+// Peer returns the subject a message to agent, acting in run, is published
+// on. agent must satisfy ValidAgent.
+func Peer(agent, run string) string { return PeerPrefix + "." + agent + "." + run }
+
+// PeerFilter matches every message to agent.
+func PeerFilter(agent string) string { return PeerPrefix + "." + agent + ".>" }
+
+// PeerConsumer names agent's durable consumer on PeerStream.
+func PeerConsumer(agent string) string { return PeerConsumerPrefix + agent }
+
+// AgentInboxOf is the inbox prefix of an agent connecting with its own
+// credential: replies to it can be read with that credential and no other
+// agent's.
+func AgentInboxOf(agent string) string { return AgentInbox + "." + agent }
+
+// MaxAgentLen bounds an agent name used in subjects.
+const MaxAgentLen = 64
+
+// ValidAgent reports whether name can stand as one subject token, a
+// consumer name and a KV key part: 1 to MaxAgentLen ASCII letters, digits,
+// '-' and '_'. Anything else ('.', '*', '>', spaces, non-ASCII) could
+// change which subjects a message or permission covers, so it is refused.
+func ValidAgent(name string) bool {
+	if name == "" || len(name) > MaxAgentLen {
+		return false
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
+			return false
+		}
+	}
+	return true
+}
