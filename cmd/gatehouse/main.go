@@ -13,9 +13,12 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/gatehouse/gatehouse/sandbox"
 )
 
 func main() {
+	sandbox.MaybeHelper() // the sandbox re-executes this binary as its helper
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := run(ctx, os.Args[1:], os.Getenv, os.Stdin, os.Stdout, os.Stderr)
 	stop()
@@ -75,6 +78,7 @@ Commands:
   work      open or close work on behalf of a person (an application's side)
   effect    propose an effect for a run (an agent's side)
   verify    check a journal offline: no keys, no network
+  sandbox   self-test the sandbox tiers on this machine (sandbox check)
   version   print the version
 
 Run 'gatehouse <command> --help' for a command's flags.
@@ -97,6 +101,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 		return cmdEffect(ctx, env, rest)
 	case "verify":
 		return cmdVerify(ctx, env, rest)
+	case "sandbox":
+		return cmdSandbox(ctx, env, rest)
 	case "version", "--version":
 		fmt.Fprintln(stdout, "gatehouse", version)
 		return nil

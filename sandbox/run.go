@@ -1,0 +1,340 @@
+package sandbox
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Helper modes, one per tier (plain serves unconfined and RunHost).
+const (
+	modePlain      = "plain"
+	modeBwrap      = "bwrap"
+	modeNamespaces = "namespaces"
+	modeLandlock   = "landlock"
+)
+
+// helperEnv marks the helper's own environment (the program gets Spec.Env instead).
+const helperEnv = "GATEHOUSE_SANDBOX_HELPER"
+
+// helperConfig is what the host sends the helper on fd 3, as JSON.
+type helperConfig struct {
+	Mode    string   `json:"mode"`
+	Argv    []string `json:"argv"`
+	Env     []string `json:"env"`
+	Dir     string   `json:"dir"` // host workspace
+	UID     int      `json:"uid"`
+	GID     int      `json:"gid"`
+	Drop    bool     `json:"drop"` // switch to UID/GID (all modes but RunHost)
+	Rlimits []rlimit `json:"rlimits"`
+	TmpSize int64    `json:"tmp_size"`
+	Bwrap   string   `json:"bwrap,omitempty"`
+}
+
+type rlimit struct {
+	Resource int    `json:"resource"`
+	Cur      uint64 `json:"cur"`
+	Max      uint64 `json:"max"`
+}
+
+func rlimitsFor(l Limits, nproc bool) []rlimit {
+	cpu := uint64((l.CPU + time.Second - 1) / time.Second)
+	rl := []rlimit{
+		{unix.RLIMIT_CPU, cpu, cpu + 1}, // SIGXCPU at the soft limit, SIGKILL a second later
+		{unix.RLIMIT_AS, uint64(l.Memory), uint64(l.Memory)},
+		{unix.RLIMIT_FSIZE, uint64(l.FileSize), uint64(l.FileSize)},
+		{unix.RLIMIT_NOFILE, uint64(l.OpenFiles), uint64(l.OpenFiles)},
+		{unix.RLIMIT_CORE, 0, 0},
+	}
+	if nproc {
+		rl = append(rl, rlimit{unix.RLIMIT_NPROC, uint64(l.Processes), uint64(l.Processes)})
+	}
+	return rl
+}
+
+// cappedBuffer keeps the first max bytes written to it and drops the rest.
+type cappedBuffer struct {
+	max   int64
+	buf   bytes.Buffer
+	trunc bool
+}
+
+func (c *cappedBuffer) Write(p []byte) (int, error) {
+	room := c.max - int64(c.buf.Len())
+	if int64(len(p)) > room {
+		c.trunc = true
+		if room > 0 {
+			c.buf.Write(p[:room])
+		}
+		return len(p), nil
+	}
+	c.buf.Write(p)
+	return len(p), nil
+}
+
+func (s *Sandbox) run(ctx context.Context, spec Spec, mode string, tier Tier, confined, drop bool) (*Result, error) {
+	if len(spec.Argv) == 0 || spec.Argv[0] == "" {
+		return nil, fmt.Errorf("%w: empty Argv", ErrSpec)
+	}
+	for _, e := range spec.Env {
+		if !strings.Contains(e, "=") || strings.ContainsRune(e, 0) {
+			return nil, fmt.Errorf("%w: env entry %q is not KEY=VALUE", ErrSpec, e)
+		}
+	}
+	lim := spec.Limits.withDefaults()
+	uid, gid := s.cfg.UID, s.cfg.GID
+	if !drop {
+		uid, gid = os.Getuid(), os.Getgid()
+	}
+	ws, temp, err := prepareWorkspace(s.cfg.WorkRoot, spec.Workspace, spec.Files, uid, gid, drop)
+	if err != nil {
+		return nil, err
+	}
+	if temp {
+		defer os.RemoveAll(ws)
+	}
+	hc := helperConfig{
+		Mode: mode, Argv: spec.Argv, Env: spec.Env, Dir: ws, UID: uid, GID: gid, Drop: drop,
+		Rlimits: rlimitsFor(lim, s.cg == "" && uid != 0), TmpSize: lim.TmpSize, Bwrap: s.cfg.Bwrap,
+	}
+	res, err := s.launch(ctx, hc, lim, spec.Stdin)
+	if err != nil {
+		return nil, err
+	}
+	res.Tier, res.Confined = tier, confined
+	res.Workdir = ws
+	if mode == modeBwrap || mode == modeNamespaces {
+		res.Workdir = "/work"
+	}
+	files, err := listFiles(ws)
+	if err != nil {
+		s.log.Warn("sandbox: listing workspace", "dir", ws, "err", err)
+	}
+	res.Files = files
+	return res, nil
+}
+
+// launch starts the helper, places it in the run's cgroup, hands it its config and supervises the tree until
+// the program exits or a limit or ctx ends it; then it kills whatever is left of the tree.
+func (s *Sandbox) launch(ctx context.Context, hc helperConfig, lim Limits, stdin []byte) (*Result, error) {
+	if os.Getenv(helperEnv) != "" {
+		// This process was started as a helper but MaybeHelper did not take over (a TestMain without it): starting
+		// another helper would recurse without end.
+		return nil, fmt.Errorf("%w: this process is itself an unanswered helper", ErrNoHelper)
+	}
+	cfgR, cfgW, err := os.Pipe()
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrStart, err)
+	}
+	defer cfgW.Close()
+	stR, stW, err := os.Pipe()
+	if err != nil {
+		cfgR.Close()
+		return nil, fmt.Errorf("%w: %v", ErrStart, err)
+	}
+	defer stR.Close()
+
+	stdout := &cappedBuffer{max: lim.Output}
+	stderr := &cappedBuffer{max: lim.Output}
+	cmd := exec.Command(s.cfg.Helper[0], append(append([]string{}, s.cfg.Helper[1:]...), "run")...)
+	cmd.Env = []string{helperEnv + "=1"}
+	cmd.Dir = "/"
+	if len(stdin) > 0 {
+		cmd.Stdin = bytes.NewReader(stdin)
+	}
+	cmd.Stdout, cmd.Stderr = stdout, stderr
+	cmd.ExtraFiles = []*os.File{cfgR, stW} // fd 3: config in, fd 4: status out
+	cmd.WaitDelay = time.Second
+	attr := &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if hc.Mode == modeNamespaces {
+		attr.Cloneflags = syscall.CLONE_NEWUSER | syscall.CLONE_NEWNS | syscall.CLONE_NEWPID | syscall.CLONE_NEWNET |
+			syscall.CLONE_NEWIPC | syscall.CLONE_NEWUTS | syscall.CLONE_NEWCGROUP
+		attr.UidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: hc.UID, Size: 1}}
+		attr.GidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: hc.GID, Size: 1}}
+		attr.GidMappingsEnableSetgroups = false
+		// Without this the child keeps host root's credentials inside the new namespace (notes: trap).
+		attr.Credential = &syscall.Credential{Uid: 0, Gid: 0, NoSetGroups: true}
+		// The clone already runs as the sandbox uid, which may not reach the helper's folder (go test builds in
+		// a 0700 one): exec it through a descriptor opened here instead of by path.
+		bin, err := os.Open(s.cfg.Helper[0])
+		if err != nil {
+			cfgR.Close()
+			stW.Close()
+			return nil, fmt.Errorf("%w: helper binary: %v", ErrStart, err)
+		}
+		defer bin.Close()
+		cmd.ExtraFiles = append(cmd.ExtraFiles, bin) // fd 5
+		cmd.Path = "/proc/self/fd/5"
+	}
+	cmd.SysProcAttr = attr
+
+	start := time.Now()
+	err = cmd.Start()
+	cfgR.Close()
+	stW.Close()
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s helper: %v", ErrStart, hc.Mode, err)
+	}
+	pid := cmd.Process.Pid
+
+	statusCh := make(chan []byte, 1)
+	go func() { b, _ := io.ReadAll(stR); statusCh <- b }()
+	exited := make(chan struct{})
+	go func() {
+		var info unix.Siginfo
+		for unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WNOWAIT, nil) == unix.EINTR {
+		}
+		close(exited)
+	}()
+
+	var cg *runCgroup
+	var setupErr error
+	killed := ""
+	kill := func() {
+		syscall.Kill(-pid, syscall.SIGKILL)
+		syscall.Kill(pid, syscall.SIGKILL)
+		if cg != nil {
+			if err := cg.kill(5 * time.Second); err != nil {
+				s.log.Error("sandbox: tree kill", "err", err)
+			}
+		}
+	}
+	if s.cg != "" {
+		cg, err = newRunCgroup(s.cg, lim.Processes)
+		if err == nil {
+			err = cg.add(pid)
+		}
+		if err != nil {
+			setupErr = fmt.Errorf("cgroup: %v", err)
+		}
+	}
+	if setupErr == nil {
+		cfgW.SetWriteDeadline(time.Now().Add(10 * time.Second))
+		if err := json.NewEncoder(cfgW).Encode(hc); err != nil {
+			setupErr = fmt.Errorf("sending the helper its config: %v", err)
+		}
+		cfgW.Close()
+	}
+	if setupErr != nil {
+		killed = "setup"
+	}
+
+	wall := time.NewTimer(lim.Wall - time.Since(start))
+	defer wall.Stop()
+	var tick <-chan time.Time
+	if cg != nil {
+		t := time.NewTicker(20 * time.Millisecond)
+		defer t.Stop()
+		tick = t.C
+	}
+supervise:
+	for killed == "" {
+		select {
+		case <-exited:
+			break supervise
+		case <-wall.C:
+			killed = KilledWall
+		case <-ctx.Done():
+			killed = KilledCanceled
+		case <-tick:
+			if cg.hitMax() {
+				killed = KilledProcesses
+			}
+		}
+	}
+	// The program has exited or is being killed: nothing of its tree may outlive the run.
+	kill()
+	<-exited
+	waitErr := cmd.Wait()
+	status := <-statusCh
+	dur := time.Since(start)
+	if cg != nil {
+		cg.remove()
+	}
+	if setupErr != nil {
+		return nil, fmt.Errorf("%w: %v", ErrStart, setupErr)
+	}
+	st := parseStatus(status)
+	if st.err != "" {
+		return nil, fmt.Errorf("%w: %s", ErrStart, st.err)
+	}
+	if !st.ok {
+		if killed != "" {
+			return &Result{ExitCode: -1, Signal: "SIGKILL", Killed: killed, Duration: dur}, nil
+		}
+		return nil, fmt.Errorf("%w (%s: %v; stderr %q)", ErrNoHelper, s.cfg.Helper[0], waitErr, excerpt(stderr.buf.Bytes()))
+	}
+	if hc.Mode == modeBwrap && !st.bwrapChild && killed == "" {
+		return nil, fmt.Errorf("%w: bubblewrap: %s", ErrStart, excerpt(stderr.buf.Bytes()))
+	}
+
+	res := &Result{
+		Stdout: stdout.buf.Bytes(), Stderr: stderr.buf.Bytes(), Truncated: stdout.trunc || stderr.trunc,
+		Duration: dur, Killed: killed,
+	}
+	ps := cmd.ProcessState
+	ws, _ := ps.Sys().(syscall.WaitStatus)
+	var sig syscall.Signal
+	switch {
+	case ws.Signaled():
+		sig = ws.Signal()
+	case hc.Mode == modeBwrap && ws.ExitStatus() > 128 && ws.ExitStatus() <= 128+64:
+		// bwrap exits 128+n when its child dies of signal n.
+		sig = syscall.Signal(ws.ExitStatus() - 128)
+	default:
+		res.ExitCode = ws.ExitStatus()
+	}
+	if sig != 0 {
+		res.ExitCode, res.Signal = -1, unix.SignalName(sig)
+	}
+	if res.Killed == "" {
+		cpu := ps.UserTime() + ps.SystemTime()
+		switch {
+		case sig == syscall.SIGXCPU, sig == syscall.SIGKILL && cpu >= lim.CPU-50*time.Millisecond:
+			res.Killed = KilledCPU
+		case sig == syscall.SIGXFSZ:
+			res.Killed = KilledFileSize
+		}
+	}
+	return res, nil
+}
+
+type helperStatus struct {
+	ok, bwrapChild bool
+	err            string
+}
+
+// parseStatus reads the helper's status lines ("ok", "error: ...") and, in the bubblewrap tier, bwrap's
+// --json-status-fd lines that follow.
+func parseStatus(b []byte) helperStatus {
+	var st helperStatus
+	for _, line := range strings.Split(string(b), "\n") {
+		line = strings.TrimSpace(line)
+		switch {
+		case line == "ok":
+			st.ok = true
+		case strings.HasPrefix(line, "error: "):
+			st.err = strings.TrimPrefix(line, "error: ")
+		case strings.HasPrefix(line, "{") && strings.Contains(line, `"child-pid"`):
+			st.bwrapChild = true
+		}
+	}
+	return st
+}
+
+func excerpt(b []byte) string {
+	s := strings.TrimSpace(string(b))
+	if len(s) > 400 {
+		s = s[:400] + "..."
+	}
+	return s
+}

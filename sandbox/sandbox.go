@@ -1,0 +1,298 @@
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"time"
+)
+
+// Tier names one way of confining a child. The zero value is not a tier.
+type Tier string
+
+// The tiers, in the order Detect tries them by default.
+const (
+	TierBwrap      Tier = "bubblewrap" // bwrap 0.8+, started as the unprivileged uid
+	TierNamespaces Tier = "namespaces" // Go clone flags + this binary as helper: mounts, pivot_root, lo, no nested userns
+	TierLandlock   Tier = "landlock"   // strict Landlock + seccomp in the helper, no namespaces
+	TierUnconfined Tier = "unconfined" // limits only: the child reaches the network and the host
+)
+
+// DefaultTiers is the order Detect tries when Config.Tiers is nil.
+var DefaultTiers = []Tier{TierBwrap, TierNamespaces, TierLandlock, TierUnconfined}
+
+// Confining reports whether t is meant to confine (every tier but unconfined).
+func (t Tier) Confining() bool { return t != TierUnconfined && t != "" }
+
+// Errors returned by this package, wrapped with %w; check with errors.Is.
+var (
+	// ErrSpec: the Spec is unusable (no program, a Files path that is not a clean relative path, ...).
+	ErrSpec = errors.New("sandbox: invalid spec")
+	// ErrWorkspace: the workspace cannot be prepared or cannot be reached by the sandbox uid.
+	ErrWorkspace = errors.New("sandbox: workspace")
+	// ErrStart: the helper or the tier failed before the program ran (namespaces refused, Landlock
+	// unavailable, bwrap could not set up, the program could not be executed).
+	ErrStart = errors.New("sandbox: could not start")
+	// ErrNoHelper: the re-executed binary did not act as the helper (MaybeHelper is not called first in main
+	// or TestMain, or Config.Helper points at another program).
+	ErrNoHelper = errors.New("sandbox: helper did not answer (is sandbox.MaybeHelper called first in main/TestMain?)")
+	// ErrTierUnknown: Config.Tiers names a tier this package does not know.
+	ErrTierUnknown = errors.New("sandbox: unknown tier")
+)
+
+// Config chooses tiers and identities. The zero value is useful: default tiers, nobody/nogroup, this binary as
+// helper, slog.Default.
+type Config struct {
+	// Tiers to self-test, in order; nil means DefaultTiers. []Tier{TierUnconfined} forces unconfined.
+	Tiers []Tier
+	// UID and GID the child runs as; 0 means 65534/65534 (nobody/nogroup). Never root.
+	UID, GID int
+	// Helper is the argv prefix that re-executes this binary as the helper (it must end with HelperArg);
+	// nil means os.Executable() and HelperArg.
+	Helper []string
+	// WorkRoot is the host folder fresh workspaces are made in; "" means /tmp/gatehouse-sandbox. Every parent
+	// must be searchable (o+x) by UID, so never a folder under /root.
+	WorkRoot string
+	// Bwrap is the bubblewrap binary; "" means /usr/bin/bwrap.
+	Bwrap string
+	// CgroupRoot is the cgroup v1 pids hierarchy runs get a cgroup in; "" means /sys/fs/cgroup/pids when it
+	// is writable, "-" disables cgroups (process limit falls back to RLIMIT_NPROC, see doc.go).
+	CgroupRoot string
+	Logger     *slog.Logger
+}
+
+// Probe is one self-test check.
+type Probe struct {
+	Name      string `json:"name"`
+	Contained bool   `json:"contained"`
+	Detail    string `json:"detail"`
+}
+
+// TierReport is the outcome of one tier's self-test.
+type TierReport struct {
+	Tier     Tier    `json:"tier"`
+	Confined bool    `json:"confined"`
+	Probes   []Probe `json:"probes"`
+	Err      string  `json:"error,omitempty"`
+}
+
+// Report is what Detect found: every tier tried and the one chosen.
+type Report struct {
+	Chosen   Tier         `json:"chosen"`
+	Confined bool         `json:"confined"`
+	Tiers    []TierReport `json:"tiers"`
+}
+
+// Tier returns the report of tier t, or nil when it was not tried.
+func (r *Report) Tier(t Tier) *TierReport {
+	for i := range r.Tiers {
+		if r.Tiers[i].Tier == t {
+			return &r.Tiers[i]
+		}
+	}
+	return nil
+}
+
+// Limits bound one run. Zero fields take the defaults of DefaultLimits.
+type Limits struct {
+	Wall      time.Duration // whole run, wall clock
+	CPU       time.Duration // RLIMIT_CPU of each process
+	Memory    int64         // bytes of address space per process (RLIMIT_AS)
+	FileSize  int64         // bytes per file written (RLIMIT_FSIZE)
+	OpenFiles int           // RLIMIT_NOFILE
+	Processes int           // processes and threads in the tree (cgroup v1 pids; see doc.go)
+	Output    int64         // bytes of stdout and of stderr kept, each
+	TmpSize   int64         // size of the private /tmp tmpfs in the bubblewrap and namespaces tiers
+}
+
+// DefaultLimits returns the limits a zero Limits stands for.
+func DefaultLimits() Limits {
+	return Limits{
+		Wall:      30 * time.Second,
+		CPU:       10 * time.Second,
+		Memory:    512 << 20,
+		FileSize:  64 << 20,
+		OpenFiles: 256,
+		Processes: 64,
+		Output:    1 << 20,
+		TmpSize:   64 << 20,
+	}
+}
+
+func (l Limits) withDefaults() Limits {
+	d := DefaultLimits()
+	if l.Wall <= 0 {
+		l.Wall = d.Wall
+	}
+	if l.CPU <= 0 {
+		l.CPU = d.CPU
+	}
+	if l.Memory <= 0 {
+		l.Memory = d.Memory
+	}
+	if l.FileSize <= 0 {
+		l.FileSize = d.FileSize
+	}
+	if l.OpenFiles <= 0 {
+		l.OpenFiles = d.OpenFiles
+	}
+	if l.Processes <= 0 {
+		l.Processes = d.Processes
+	}
+	if l.Output <= 0 {
+		l.Output = d.Output
+	}
+	if l.TmpSize <= 0 {
+		l.TmpSize = d.TmpSize
+	}
+	return l
+}
+
+// Spec is one program to run.
+type Spec struct {
+	// Argv is the program and its arguments. Argv[0] is an absolute path as seen inside the sandbox
+	// (/usr/bin/python3); a bare name is looked up in the PATH of Env (default /usr/bin:/bin).
+	Argv []string
+	// Env is the child's whole environment; nothing is inherited.
+	Env   []string
+	Stdin []byte
+	// Files are written into the workspace before the run; keys must pass CleanPath.
+	Files map[string][]byte
+	// Workspace is the host folder the program gets as its working directory (/work in the bubblewrap and
+	// namespaces tiers, its own host path in the others). "" means a fresh folder, removed after the run.
+	// A given folder is chowned, recursively, to the sandbox uid.
+	Workspace string
+	Limits    Limits
+}
+
+// Reasons in Result.Killed.
+const (
+	KilledWall      = "wall-time"
+	KilledCPU       = "cpu"
+	KilledMemory    = "memory"
+	KilledFileSize  = "file-size"
+	KilledProcesses = "processes"
+	KilledCanceled  = "canceled"
+)
+
+// Result is what a run did. A program that fails is a Result, not an error.
+type Result struct {
+	Tier      Tier          `json:"tier"`
+	Confined  bool          `json:"confined"`
+	ExitCode  int           `json:"exit_code"` // -1 when killed by a signal
+	Signal    string        `json:"signal,omitempty"`
+	Killed    string        `json:"killed,omitempty"` // "" or one of the Killed* reasons
+	Stdout    []byte        `json:"-"`
+	Stderr    []byte        `json:"-"`
+	Truncated bool          `json:"truncated,omitempty"`
+	Duration  time.Duration `json:"duration"`
+	Files     []FileInfo    `json:"files"`
+	// Workdir is the program's working directory as it saw it ("/work", or the host path where the tier has no
+	// mount namespace).
+	Workdir string `json:"workdir"`
+}
+
+// FileInfo describes one regular file left in the workspace.
+type FileInfo struct {
+	Path   string `json:"path"`
+	Size   int64  `json:"size"`
+	Digest string `json:"digest"` // "sha256:<hex>"
+}
+
+// Sandbox runs programs confined by the tier Detect proved. It is safe for concurrent use; it holds no
+// goroutines and needs no Close.
+type Sandbox struct {
+	cfg      Config
+	tier     Tier
+	confined bool
+	report   *Report
+	cg       string // cgroup v1 pids parent, "" when unavailable
+	log      *slog.Logger
+}
+
+// Tier is the tier runs use.
+func (s *Sandbox) Tier() Tier { return s.tier }
+
+// Confined reports whether the tier passed every self-test probe.
+func (s *Sandbox) Confined() bool { return s.confined }
+
+// Report is the self-test report Detect made (shared; do not modify).
+func (s *Sandbox) Report() *Report { return s.report }
+
+// Run runs spec under the sandbox's tier, with spec's limits. It returns an error only when the run could not
+// start (ErrSpec, ErrWorkspace, ErrStart, ErrNoHelper); the program's failure, a limit or ctx ending are in
+// the Result. When Run returns, no process of the run is left.
+func (s *Sandbox) Run(ctx context.Context, spec Spec) (*Result, error) {
+	mode := modeOf(s.tier)
+	return s.run(ctx, spec, mode, s.tier, s.confined, true)
+}
+
+// RunHost runs a command on the host (the process sink): outside any sandbox, as this process's own user,
+// with the same limits, output capture and whole-tree kill as Run. Workspace "" means a fresh temp folder.
+// The binary must call MaybeHelper first in main (or TestMain), since limits are set by the helper.
+func RunHost(ctx context.Context, spec Spec) (*Result, error) {
+	s := newSandbox(Config{}, TierUnconfined, false, nil)
+	return s.run(ctx, spec, modePlain, TierUnconfined, false, false)
+}
+
+func newSandbox(cfg Config, tier Tier, confined bool, rep *Report) *Sandbox {
+	cfg = cfg.withDefaults()
+	if rep == nil {
+		rep = &Report{Chosen: tier, Confined: confined}
+	}
+	s := &Sandbox{cfg: cfg, tier: tier, confined: confined, report: rep, log: cfg.Logger}
+	s.cg = cgroupParent(cfg.CgroupRoot, s.log)
+	return s
+}
+
+func (c Config) withDefaults() Config {
+	if c.Tiers == nil {
+		c.Tiers = DefaultTiers
+	}
+	if c.UID == 0 {
+		c.UID = 65534
+	}
+	if c.GID == 0 {
+		c.GID = 65534
+	}
+	if c.Helper == nil {
+		exe, err := os.Executable()
+		if err != nil {
+			exe = "/proc/self/exe"
+		}
+		c.Helper = []string{exe, HelperArg}
+	}
+	if c.WorkRoot == "" {
+		c.WorkRoot = "/tmp/gatehouse-sandbox"
+	}
+	if c.Bwrap == "" {
+		c.Bwrap = "/usr/bin/bwrap"
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return c
+}
+
+func modeOf(t Tier) string {
+	switch t {
+	case TierBwrap:
+		return modeBwrap
+	case TierNamespaces:
+		return modeNamespaces
+	case TierLandlock:
+		return modeLandlock
+	default:
+		return modePlain
+	}
+}
+
+func validTier(t Tier) error {
+	switch t {
+	case TierBwrap, TierNamespaces, TierLandlock, TierUnconfined:
+		return nil
+	}
+	return fmt.Errorf("%w: %q", ErrTierUnknown, t)
+}

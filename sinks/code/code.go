@@ -1,0 +1,239 @@
+// Package code is the code sink: a program run in the sandbox. Model-written
+// code, registry integrations and shipped integrations all come here, so
+// each run is decided (with whether its child is confined) and recorded
+// before it starts.
+//
+// Params: {"program": "python3", "source": "...", "args": [...],
+// "stdin": "...", "files": {"data.csv": "<base64>"}, "timeout_ms": 5000}.
+// program names an interpreter from Config.Programs (never a host path from
+// the agent); source is written to the workspace as the program's entry
+// file; files are written beside it. The program sees only its workspace
+// and gets no network when the sandbox is confined; its input comes through
+// the request and its output goes back in the reply, never through folders
+// outside the workspace.
+//
+// The journal records the origin, the program, whether the child was
+// confined (and by which tier), the size and SHA-256 digest of everything
+// run (source, args, stdin and files), and as the outcome the exit code, the
+// limit that killed it if any, and the size and digest of its output. Never
+// the source or the output themselves.
+package code
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gatehouse/gatehouse/broker"
+	"github.com/gatehouse/gatehouse/broker/journal"
+	"github.com/gatehouse/gatehouse/policy"
+	"github.com/gatehouse/gatehouse/sandbox"
+)
+
+// ActionRun is the code sink's one action.
+const ActionRun = "run"
+
+// Program is an interpreter agents may name.
+type Program struct {
+	Path  string // absolute path as the sandbox sees it, e.g. /usr/bin/python3
+	Entry string // file name the source is written to, e.g. main.py
+}
+
+// Config configures the sink. Zero values are useful.
+type Config struct {
+	// Programs agents may run, by name. nil: python3 and sh.
+	Programs map[string]Program
+	// Limits bound every run; a request may ask for a shorter wall time.
+	Limits sandbox.Limits
+	// MaxInput bounds source, stdin and files together (default 4 MiB).
+	MaxInput int
+}
+
+// DefaultPrograms are the interpreters offered when Config.Programs is nil.
+var DefaultPrograms = map[string]Program{
+	"python3": {Path: "/usr/bin/python3", Entry: "main.py"},
+	"sh":      {Path: "/bin/sh", Entry: "main.sh"},
+}
+
+// Params are the code sink's arguments.
+type Params struct {
+	Program   string            `json:"program"`
+	Source    string            `json:"source"`
+	Args      []string          `json:"args,omitempty"`
+	Stdin     string            `json:"stdin,omitempty"`
+	Files     map[string][]byte `json:"files,omitempty"`
+	TimeoutMS int64             `json:"timeout_ms,omitempty"`
+}
+
+// Reply is what the agent gets back.
+type Reply struct {
+	ExitCode  int                `json:"exit_code"`
+	Killed    string             `json:"killed,omitempty"`
+	Stdout    string             `json:"stdout"`
+	Stderr    string             `json:"stderr"`
+	Truncated bool               `json:"truncated,omitempty"`
+	Tier      sandbox.Tier       `json:"tier"`
+	Confined  bool               `json:"confined"`
+	Files     []sandbox.FileInfo `json:"files"`
+	Duration  string             `json:"duration"`
+}
+
+// Sink runs programs in a sandbox. Safe for concurrent use.
+type Sink struct {
+	sb  *sandbox.Sandbox
+	cfg Config
+}
+
+var _ broker.Sink = (*Sink)(nil)
+
+// New returns a code sink running programs in sb.
+func New(sb *sandbox.Sandbox, cfg Config) *Sink {
+	if cfg.Programs == nil {
+		cfg.Programs = DefaultPrograms
+	}
+	if cfg.MaxInput <= 0 {
+		cfg.MaxInput = 4 << 20
+	}
+	return &Sink{sb: sb, cfg: cfg}
+}
+
+// Name implements broker.Sink.
+func (s *Sink) Name() policy.Sink { return policy.SinkCode }
+
+type state struct {
+	p    Params
+	prog Program
+	lim  sandbox.Limits
+}
+
+// Describe implements broker.Sink.
+func (s *Sink) Describe(run *broker.Run, req *broker.EffectRequest) (*broker.Proposal, error) {
+	if req.Action != ActionRun {
+		return nil, fmt.Errorf("%w: the code sink's only action is %q", broker.ErrBadRequest, ActionRun)
+	}
+	var p Params
+	if err := broker.DecodeParams(req.Params, &p); err != nil {
+		return nil, err
+	}
+	prog, ok := s.cfg.Programs[p.Program]
+	if !ok {
+		return nil, fmt.Errorf("%w: program %q is not one this broker runs (%v)", broker.ErrBadRequest, p.Program, slices.Sorted(maps.Keys(s.cfg.Programs)))
+	}
+	size := len(p.Source) + len(p.Stdin)
+	for name, b := range p.Files {
+		if name == prog.Entry {
+			return nil, fmt.Errorf("%w: file %q would overwrite the program's source", broker.ErrBadRequest, name)
+		}
+		size += len(b)
+	}
+	for _, a := range p.Args {
+		size += len(a)
+	}
+	if size > s.cfg.MaxInput {
+		return nil, fmt.Errorf("%w: input is %d bytes, the limit is %d", broker.ErrBadRequest, size, s.cfg.MaxInput)
+	}
+	lim := s.cfg.Limits
+	if p.TimeoutMS < 0 {
+		return nil, fmt.Errorf("%w: timeout_ms must be positive", broker.ErrBadRequest)
+	}
+	if d := time.Duration(p.TimeoutMS) * time.Millisecond; d > 0 && (lim.Wall == 0 || d < lim.Wall) {
+		lim.Wall = d
+	}
+	origin := req.Origin
+	if origin == "" {
+		origin = policy.OriginModel // code whose origin is not said is held to the strictest rules
+	}
+	return &broker.Proposal{
+		Effect: policy.Effect{Sink: policy.SinkCode, Action: ActionRun, Origin: origin, Tool: req.Tool,
+			Target: p.Program, Confined: s.sb.Confined()},
+		Size:   int64(size),
+		Digest: digestInput(&p),
+		State:  &state{p: p, prog: prog, lim: lim},
+	}, nil
+}
+
+// digestInput is SHA-256 over everything the program is given, each part
+// length-prefixed so no two inputs share a digest by moving bytes between
+// parts.
+func digestInput(p *Params) string {
+	h := sha256.New()
+	part := func(b []byte) {
+		h.Write([]byte(strconv.Itoa(len(b)) + ":"))
+		h.Write(b)
+	}
+	part([]byte(p.Program))
+	part([]byte(p.Source))
+	part([]byte(p.Stdin))
+	for _, a := range p.Args {
+		part([]byte(a))
+	}
+	for _, name := range slices.Sorted(maps.Keys(p.Files)) {
+		part([]byte(name))
+		part(p.Files[name])
+	}
+	return "sha256:" + hex.EncodeToString(h.Sum(nil))
+}
+
+// Perform implements broker.Sink.
+func (s *Sink) Perform(ctx context.Context, run *broker.Run, req *broker.EffectRequest, prop *broker.Proposal) (*broker.Performed, error) {
+	st := prop.State.(*state)
+	files := map[string][]byte{st.prog.Entry: []byte(st.p.Source)}
+	maps.Copy(files, st.p.Files)
+	res, err := s.sb.Run(ctx, sandbox.Spec{
+		Argv:   append([]string{st.prog.Path, st.prog.Entry}, st.p.Args...),
+		Env:    []string{"PATH=/usr/bin:/bin", "HOME=/work", "LANG=C.UTF-8", "PYTHONDONTWRITEBYTECODE=1"},
+		Stdin:  []byte(st.p.Stdin),
+		Files:  files,
+		Limits: st.lim,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return Performed(res)
+}
+
+// Performed turns a finished program into the journal's outcome and the
+// agent's reply; the process sink reports the same way.
+func Performed(res *sandbox.Result) (*broker.Performed, error) {
+	reply, err := json.Marshal(Reply{
+		ExitCode: res.ExitCode, Killed: res.Killed, Stdout: text(res.Stdout), Stderr: text(res.Stderr),
+		Truncated: res.Truncated, Tier: res.Tier, Confined: res.Confined, Files: res.Files, Duration: res.Duration.String(),
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &broker.Performed{Result: Outcome(res), Reply: reply}, nil
+}
+
+// Outcome is the journal's record of a finished program: status "ok" for
+// exit code 0, else "failed"; the exit code, the killing limit, the tier and
+// the size and digest of its stdout. Never the output itself.
+func Outcome(res *sandbox.Result) journal.Result {
+	sum := sha256.Sum256(res.Stdout)
+	r := journal.Result{
+		Status: "ok", Size: int64(len(res.Stdout)), Digest: "sha256:" + hex.EncodeToString(sum[:]),
+		Detail: map[string]string{
+			"exit_code": strconv.Itoa(res.ExitCode), "tier": string(res.Tier), "confined": strconv.FormatBool(res.Confined),
+		},
+	}
+	if res.ExitCode != 0 || res.Killed != "" {
+		r.Status = "failed"
+		r.Error = "exit"
+	}
+	if res.Killed != "" {
+		r.Detail["killed"] = res.Killed
+		r.Error = "limit"
+	}
+	return r
+}
+
+// text returns b as a string, invalid UTF-8 replaced, so the reply is
+// valid JSON text.
+func text(b []byte) string { return strings.ToValidUTF8(string(b), "\uFFFD") }
