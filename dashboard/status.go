@@ -17,8 +17,11 @@ type Status struct {
 	CredsDir     string
 	JournalDir   string
 	Sinks        []string
-	Started      time.Time
-	Now          time.Time
+
+	SandboxTier     string
+	SandboxConfined bool
+	Started         time.Time
+	Now             time.Time
 
 	// Journal writer figures; WriterRunning false when this process runs no
 	// writer.

@@ -36,11 +36,11 @@ func TestStatusPageGolden(t *testing.T) {
 			Version: "0.1.0", Mode: "strict", PolicyName: "rules.yaml", PolicyDigest: "sha256:ab12",
 			NATSURL: "nats://127.0.0.1:4222", Embedded: true, CredsDir: "/data/nats/creds", JournalDir: "/data/journal",
 			Sinks: []string{"output", "peer"}, Started: start, Now: start.Add(90 * time.Second),
-			WriterRunning: true, EventsWritten: 12, Pending: 1,
+			WriterRunning: true, EventsWritten: 12, Pending: 1, SandboxTier: "bubblewrap", SandboxConfined: true,
 		},
 		"status-policy-error.html": {
 			Version: "0.1.0", Mode: "report", PolicyName: "bad.yaml", PolicyError: `bad.yaml: rule 2 "x": unknown key "colour" <script>`,
-			NATSURL: "nats://cluster:4222", JournalDir: "/data/journal", Started: start, Now: start,
+			NATSURL: "nats://cluster:4222", JournalDir: "/data/journal", Started: start, Now: start, SandboxTier: "unconfined",
 		},
 	} {
 		var buf bytes.Buffer

@@ -101,3 +101,47 @@ func TestHelpAndVersion(t *testing.T) {
 		t.Errorf("bad mode: %d %q", r.code, r.stderr)
 	}
 }
+
+// TestSandboxCheckAndCodeFromTheCLI runs the sandbox self-test as an
+// operator would, then model code through serve in strict mode.
+func TestSandboxCheckAndCodeFromTheCLI(t *testing.T) {
+	check := gh(t, "sandbox", "check", "--json")
+	var rep struct {
+		Chosen   string
+		Confined bool
+		Tiers    []struct {
+			Tier   string
+			Probes []struct{ Name string }
+		}
+	}
+	if err := json.Unmarshal([]byte(check.stdout), &rep); err != nil {
+		t.Fatalf("sandbox check --json: %v\n%s%s", err, check.stdout, check.stderr)
+	}
+	if (check.code == 0) != rep.Confined || len(rep.Tiers) == 0 || len(rep.Tiers[0].Probes) == 0 {
+		t.Fatalf("sandbox check: exit %d %+v", check.code, rep)
+	}
+	if r := gh(t, "sandbox", "check", "--tiers", "unconfined"); r.code != 1 || !strings.Contains(r.stdout, "unconfined") {
+		t.Fatalf("forced unconfined: exit %d\n%s", r.code, r.stdout)
+	}
+
+	data := t.TempDir()
+	s := serve(t, data, "--mode", "strict")
+	run := strings.TrimSpace(gh(t, "work", "open", "--data-dir", data, "--tenant", "acme", "--person", "ada").stdout)
+	r := gh(t, "effect", "code", "--data-dir", data, "--run", run, "--action", "run", "--origin", "model",
+		"--params", `{"program":"python3","source":"print(6*7)"}`, "--json")
+	var reply broker.EffectReply
+	if err := json.Unmarshal([]byte(r.stdout), &reply); err != nil {
+		t.Fatalf("%v: %s %s", err, r.stdout, r.stderr)
+	}
+	if rep.Confined {
+		if r.code != 0 || !strings.Contains(string(reply.Result), `"stdout":"42\n"`) {
+			t.Fatalf("confined model code: exit %d %s", r.code, r.stdout)
+		}
+	} else if reply.Decision.Refusal != "unconfined-execution" {
+		t.Fatalf("unconfined model code in strict mode: %+v", reply.Decision)
+	}
+	s.stop(t)
+	if v := gh(t, "verify", filepath.Join(data, "journal")); v.code != 0 {
+		t.Fatalf("verify: %d %s", v.code, v.stdout)
+	}
+}

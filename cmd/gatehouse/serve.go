@@ -24,7 +24,14 @@ import (
 	"github.com/gatehouse/gatehouse/broker/subject"
 	"github.com/gatehouse/gatehouse/dashboard"
 	"github.com/gatehouse/gatehouse/policy"
+	"github.com/gatehouse/gatehouse/sandbox"
+	"github.com/gatehouse/gatehouse/sinks/artifact"
+	"github.com/gatehouse/gatehouse/sinks/code"
+	"github.com/gatehouse/gatehouse/sinks/memory"
 	"github.com/gatehouse/gatehouse/sinks/output"
+	"github.com/gatehouse/gatehouse/sinks/peer"
+	"github.com/gatehouse/gatehouse/sinks/process"
+	"github.com/gatehouse/gatehouse/sinks/workspace"
 	"github.com/gatehouse/gatehouse/web"
 )
 
@@ -53,6 +60,13 @@ type serveConfig struct {
 	replicas  int
 	logFormat string
 	logLevel  string
+
+	sandboxTiers listFlag
+	sandboxUID   int
+
+	artifactDir   string
+	workspaceRoot string
+	redisURL      string
 }
 
 func (c *serveConfig) journalDir() string { return filepath.Join(c.dataDir, "journal") }
@@ -69,6 +83,11 @@ func serveFlags(env *cliEnv, c *serveConfig) *flagSet {
 	fs.stringVar(&c.policy, "policy", "", "deployment rules file (JSON or YAML); empty: built-in rules only")
 	fs.boolVar(&c.noWriter, "no-writer", false, "do not run the journal writer in this process (run 'gatehouse writer' elsewhere)")
 	fs.intVar(&c.replicas, "replicas", 1, "JetStream replicas for the journal stream and buckets (3 on a cluster)")
+	fs.Var(&c.sandboxTiers, "sandbox-tiers", "sandbox tiers to try, in order (default bubblewrap,namespaces,landlock,unconfined; 'unconfined' alone forces it)")
+	fs.intVar(&c.sandboxUID, "sandbox-uid", 65534, "the unprivileged uid sandboxed programs run as")
+	fs.stringVar(&c.artifactDir, "artifact-dir", "", "keep artifacts in this folder instead of the NATS Object Store")
+	fs.stringVar(&c.workspaceRoot, "workspace-root", "", "where the workspace sink writes agents' files (default DATA_DIR/workspaces)")
+	fs.stringVar(&c.redisURL, "redis-url", "", "keep memories in Redis (redis://host:port/db) instead of JetStream KV")
 	fs.stringVar(&c.logFormat, "log-format", "text", "text or json")
 	fs.stringVar(&c.logLevel, "log-level", "info", "debug, info, warn or error")
 	return fs
@@ -130,6 +149,26 @@ func cmdServe(ctx context.Context, env *cliEnv, args []string) error {
 	if err != nil {
 		return err
 	}
+	peers, err := peer.New(ctx, js, c.replicas)
+	if err != nil {
+		return err
+	}
+	stores, err := openStores(ctx, js, &c)
+	if err != nil {
+		return err
+	}
+	defer stores.close()
+	sbCfg, err := sandboxConfig(c.sandboxTiers, c.sandboxUID)
+	if err != nil {
+		return err
+	}
+	sbCfg.Logger = log
+	sb, sbReport := sandbox.Detect(ctx, sbCfg)
+	if sb.Confined() {
+		log.Info("sandbox self-test passed", "tier", sb.Tier())
+	} else {
+		log.Warn("no confined sandbox tier works here: strict mode refuses model code (unconfined-execution) unless a rule allows it; see 'gatehouse sandbox check'", "tiers", sbReport.Tiers)
+	}
 
 	pol, polErr := loadPolicy(c.policy)
 	if polErr != nil {
@@ -139,10 +178,12 @@ func cmdServe(ctx context.Context, env *cliEnv, args []string) error {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	b, err := broker.New(broker.Config{Mode: mode, Logger: log, Metrics: broker.NewMetrics(reg)},
-		runs, broker.NewRecorder(js, 0), pol, out)
+		runs, broker.NewRecorder(js, 0), pol,
+		out, peers, code.New(sb, code.Config{}), process.New(process.Config{}), stores.artifact, stores.workspace, stores.memory)
 	if err != nil {
 		return err
 	}
+	peers.Bind(b)
 	svc, err := broker.Serve(nc, b, broker.ServiceConfig{})
 	if err != nil {
 		return err
@@ -174,7 +215,7 @@ func cmdServe(ctx context.Context, env *cliEnv, args []string) error {
 		st := dashboard.Status{
 			Version: version, Mode: string(mode), PolicyName: policyName(c.policy), PolicyDigest: pol.Digest(),
 			NATSURL: natsURL, Embedded: ns != nil, JournalDir: c.journalDir(), Started: started, Now: time.Now(),
-			WriterRunning: writer != nil,
+			WriterRunning: writer != nil, SandboxTier: string(sb.Tier()), SandboxConfined: sb.Confined(),
 		}
 		if polErr != nil {
 			st.PolicyError = polErr.Error()
@@ -225,7 +266,8 @@ func cmdServe(ctx context.Context, env *cliEnv, args []string) error {
   metrics     %s/metrics
   journal     %s
   policy      %s
-`, version, mode, natsURL, map[bool]string{true: " (embedded)", false: ""}[ns != nil], srv.URL(), srv.URL(), c.journalDir(), policyName(c.policy))
+  sandbox     %s (confined: %v)
+`, version, mode, natsURL, map[bool]string{true: " (embedded)", false: ""}[ns != nil], srv.URL(), srv.URL(), c.journalDir(), policyName(c.policy), sb.Tier(), sb.Confined())
 	if ns != nil {
 		fmt.Fprintf(env.stdout, "  app creds   %s\n  agent creds %s\n", ep.AppCreds, ep.AgentCreds)
 	}
@@ -260,6 +302,73 @@ func cmdServe(ctx context.Context, env *cliEnv, args []string) error {
 	_ = os.Remove(filepath.Join(c.dataDir, endpointsFile))
 	fmt.Fprintln(env.stdout, "Gatehouse stopped.")
 	return runErr
+}
+
+// stores are the sinks that keep things, on the embedded defaults or on
+// what the flags name.
+type stores struct {
+	artifact  *artifact.Sink
+	workspace *workspace.Sink
+	memory    *memory.Sink
+	closers   []func() error
+}
+
+func (s *stores) close() {
+	for _, c := range s.closers {
+		_ = c()
+	}
+}
+
+func openStores(ctx context.Context, js jetstream.JetStream, c *serveConfig) (*stores, error) {
+	s := &stores{}
+	var as artifact.Store
+	if c.artifactDir != "" {
+		d, err := artifact.OpenDir(c.artifactDir)
+		if err != nil {
+			return nil, fmt.Errorf("--artifact-dir: %w", err)
+		}
+		s.closers = append(s.closers, d.Close)
+		as = d
+	} else {
+		o, err := artifact.OpenObjectStore(ctx, js, artifact.ObjectStoreConfig{Replicas: c.replicas})
+		if err != nil {
+			return nil, fmt.Errorf("artifact object store: %w", err)
+		}
+		as = o
+	}
+	s.artifact = artifact.New(as, artifact.Config{})
+
+	root := c.workspaceRoot
+	if root == "" {
+		root = filepath.Join(c.dataDir, "workspaces")
+	}
+	ws, err := workspace.New(workspace.Config{Root: root})
+	if err != nil {
+		s.close()
+		return nil, fmt.Errorf("--workspace-root: %w", err)
+	}
+	s.closers = append(s.closers, ws.Close)
+	s.workspace = ws
+
+	var ms memory.Store
+	if c.redisURL != "" {
+		r, err := memory.OpenRedis(ctx, memory.RedisConfig{URL: c.redisURL})
+		if err != nil {
+			s.close()
+			return nil, fmt.Errorf("--redis-url: %w", err)
+		}
+		s.closers = append(s.closers, r.Close)
+		ms = r
+	} else {
+		kv, err := memory.OpenKV(ctx, js, memory.KVConfig{Replicas: c.replicas})
+		if err != nil {
+			s.close()
+			return nil, fmt.Errorf("memory bucket: %w", err)
+		}
+		ms = kv
+	}
+	s.memory = memory.New(ms, memory.Config{})
+	return s, nil
 }
 
 // waitDrained waits until the journal consumer has nothing pending, or ctx
