@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -137,4 +138,26 @@ func FuzzDescribe(f *testing.F) {
 			t.Fatalf("accepted params gave %+v", prop.Effect)
 		}
 	})
+}
+
+// BenchmarkRoundTrip runs /usr/bin/true on the host as a process effect:
+// request over NATS, decided in strict mode, recorded, run, answered.
+func BenchmarkRoundTrip(b *testing.B) {
+	env := sinktest.Start(b, policy.ModeStrict, "", sinks)
+	run := env.Open(b, broker.OpenWork{Tenant: "acme", Person: "ada"})
+	req := broker.EffectRequest{Run: run, Action: "exec", Origin: policy.OriginShipped, Params: json.RawMessage(`{"argv":["true"]}`)}
+	lat := make([]time.Duration, 0, b.N)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		t0 := time.Now()
+		r, err := env.Agent.Effect(sinktest.Ctx(b), policy.SinkProcess, req)
+		lat = append(lat, time.Since(t0))
+		if err != nil || r.Outcome == nil || r.Outcome.Status != "ok" {
+			b.Fatalf("%v %+v", err, r)
+		}
+	}
+	b.StopTimer()
+	slices.Sort(lat)
+	b.ReportMetric(float64(lat[len(lat)/2].Microseconds()), "p50-us")
+	b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds()), "p99-us")
 }
