@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"strings"
 
 	"github.com/gatehouse/gatehouse/sandbox"
@@ -46,6 +47,7 @@ func cmdSandbox(ctx context.Context, env *cliEnv, args []string) error {
 	if err != nil {
 		return err
 	}
+	cfg.Logger = slog.New(slog.DiscardHandler) // the report below says it all
 	_, rep := sandbox.Detect(ctx, cfg)
 	if asJSON {
 		if err := json.NewEncoder(env.stdout).Encode(rep); err != nil {
