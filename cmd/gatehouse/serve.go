@@ -64,6 +64,7 @@ type serveConfig struct {
 	sandboxTiers listFlag
 	sandboxUID   int
 
+	artifactStore string
 	artifactDir   string
 	workspaceRoot string
 	redisURL      string
@@ -85,7 +86,8 @@ func serveFlags(env *cliEnv, c *serveConfig) *flagSet {
 	fs.intVar(&c.replicas, "replicas", 1, "JetStream replicas for the journal stream and buckets (3 on a cluster)")
 	fs.Var(&c.sandboxTiers, "sandbox-tiers", "sandbox tiers to try, in order (default bubblewrap,namespaces,landlock,unconfined; 'unconfined' alone forces it)")
 	fs.intVar(&c.sandboxUID, "sandbox-uid", 65534, "the unprivileged uid sandboxed programs run as")
-	fs.stringVar(&c.artifactDir, "artifact-dir", "", "keep artifacts in this folder instead of the NATS Object Store")
+	fs.stringVar(&c.artifactStore, "artifact-store", "objectstore", "where artifacts are kept: objectstore (NATS), dir (--artifact-dir) or redis (--redis-url)")
+	fs.stringVar(&c.artifactDir, "artifact-dir", "", "the folder for --artifact-store dir")
 	fs.stringVar(&c.workspaceRoot, "workspace-root", "", "where the workspace sink writes agents' files (default DATA_DIR/workspaces)")
 	fs.stringVar(&c.redisURL, "redis-url", "", "keep memories in Redis (redis://host:port/db) instead of JetStream KV")
 	fs.stringVar(&c.logFormat, "log-format", "text", "text or json")
@@ -322,19 +324,35 @@ func (s *stores) close() {
 func openStores(ctx context.Context, js jetstream.JetStream, c *serveConfig) (*stores, error) {
 	s := &stores{}
 	var as artifact.Store
-	if c.artifactDir != "" {
+	switch c.artifactStore {
+	case "dir":
+		if c.artifactDir == "" {
+			return nil, usageError("--artifact-store dir needs --artifact-dir")
+		}
 		d, err := artifact.OpenDir(c.artifactDir)
 		if err != nil {
 			return nil, fmt.Errorf("--artifact-dir: %w", err)
 		}
 		s.closers = append(s.closers, d.Close)
 		as = d
-	} else {
+	case "redis":
+		if c.redisURL == "" {
+			return nil, usageError("--artifact-store redis needs --redis-url")
+		}
+		r, err := artifact.OpenRedis(ctx, artifact.RedisConfig{URL: c.redisURL})
+		if err != nil {
+			return nil, fmt.Errorf("--redis-url: %w", err)
+		}
+		s.closers = append(s.closers, r.Close)
+		as = r
+	case "objectstore":
 		o, err := artifact.OpenObjectStore(ctx, js, artifact.ObjectStoreConfig{Replicas: c.replicas})
 		if err != nil {
 			return nil, fmt.Errorf("artifact object store: %w", err)
 		}
 		as = o
+	default:
+		return nil, usageError("--artifact-store must be objectstore, dir or redis, not %q", c.artifactStore)
 	}
 	s.artifact = artifact.New(as, artifact.Config{})
 

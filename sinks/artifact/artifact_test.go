@@ -1,6 +1,7 @@
 package artifact_test
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/gatehouse/gatehouse/broker"
 	"github.com/gatehouse/gatehouse/broker/journal"
@@ -78,7 +80,37 @@ var backends = []backend{
 			return b, true
 		},
 	},
+	{
+		name: "redis",
+		open: func(t testing.TB, env *sinktest.Env) artifact.Store {
+			url, _, _ := sinktest.StartRedis(t)
+			s, err := artifact.OpenRedis(context.Background(), artifact.RedisConfig{URL: url})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = s.Close() })
+			redisURLs[env] = url
+			return s
+		},
+		read: func(t testing.TB, env *sinktest.Env, name string) ([]byte, bool) {
+			opt, _ := redis.ParseURL(redisURLs[env])
+			rdb := redis.NewClient(opt)
+			defer rdb.Close()
+			b, err := rdb.HGet(context.Background(), "gatehouse:artifact:"+hex.EncodeToString([]byte(name)), "data").Bytes()
+			if errors.Is(err, redis.Nil) {
+				return nil, false
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			return b, true
+		},
+	},
 }
+
+// redisURLs remembers the Redis each test environment's store uses, so
+// read can look into it directly.
+var redisURLs = map[*sinktest.Env]string{}
 
 func factory(be backend, cfg artifact.Config) sinktest.SinkFactory {
 	return func(t testing.TB, env *sinktest.Env) []broker.Sink {
