@@ -11,6 +11,7 @@ import (
 	natsserver "github.com/nats-io/nats-server/v2/server"
 
 	"github.com/gatehouse/gatehouse/broker"
+	"github.com/gatehouse/gatehouse/sinks/sinktest"
 )
 
 // TestServeOnAnExistingNATS points serve at a NATS server it did not start
@@ -139,6 +140,36 @@ func TestSandboxCheckAndCodeFromTheCLI(t *testing.T) {
 		}
 	} else if reply.Decision.Refusal != "unconfined-execution" {
 		t.Fatalf("unconfined model code in strict mode: %+v", reply.Decision)
+	}
+	s.stop(t)
+	if v := gh(t, "verify", filepath.Join(data, "journal")); v.code != 0 {
+		t.Fatalf("verify: %d %s", v.code, v.stdout)
+	}
+}
+
+// TestServeOnRedis keeps memories and artifacts in a real redis-server and
+// reads them back through the CLI.
+func TestServeOnRedis(t *testing.T) {
+	url, _, _ := sinktest.StartRedis(t)
+	data := t.TempDir()
+	s := serve(t, data, "--mode", "strict", "--redis-url", url, "--artifact-store", "redis")
+	run := strings.TrimSpace(gh(t, "work", "open", "--data-dir", data, "--tenant", "acme", "--person", "ada").stdout)
+	effect := func(sink, action, params string) broker.EffectReply {
+		t.Helper()
+		r := gh(t, "effect", sink, "--data-dir", data, "--run", run, "--action", action, "--origin", "shipped", "--params", params, "--json")
+		var reply broker.EffectReply
+		if err := json.Unmarshal([]byte(r.stdout), &reply); err != nil || r.code != 0 {
+			t.Fatalf("%s %s: exit %d %v\n%s%s", sink, action, r.code, err, r.stdout, r.stderr)
+		}
+		return reply
+	}
+	effect("memory", "put", `{"key":"colour","value":"teal"}`)
+	if got := effect("memory", "get", `{"key":"colour"}`); !strings.Contains(string(got.Result), "teal") {
+		t.Fatalf("memory get: %s", got.Result)
+	}
+	effect("artifact", "publish", `{"key":"reports/q1.txt","content":"aGVsbG8="}`)
+	if got := effect("artifact", "get", `{"key":"reports/q1.txt"}`); !strings.Contains(string(got.Result), "aGVsbG8=") {
+		t.Fatalf("artifact get: %s", got.Result)
 	}
 	s.stop(t)
 	if v := gh(t, "verify", filepath.Join(data, "journal")); v.code != 0 {
