@@ -19,6 +19,8 @@ func TestMain(m *testing.M) {
 func testConfig(tiers ...sandbox.Tier) sandbox.Config {
 	return sandbox.Config{
 		Tiers:  tiers,
+		UID:    sandboxUID,
+		GID:    sandboxUID,
 		Helper: []string{os.Args[0], sandbox.HelperArg},
 		Logger: slog.New(slog.DiscardHandler),
 	}
