@@ -400,6 +400,10 @@ func (d *decider) unconfined(detail string) {
 
 func (d *decider) provider() {
 	e := &d.in.Effect
+	if g := e.Grounding; g != nil && len(g.Failures) > 0 {
+		d.add(RefuseUngrounded, "grounding:"+g.Rule,
+			fmt.Sprintf("The values this call sends are not grounded in the records read in this workflow (rule %q): %s.", g.Rule, strings.Join(g.Failures, "; ")), false)
+	}
 	mut := isMutating(d.method)
 	if mut && (e.Atom == "" || e.Declared == "") {
 		if name := d.allowRule(&d.p.rules, false); name != "" {

@@ -72,6 +72,7 @@ const (
 	RefuseUnconfinedExecution  Refusal = "unconfined-execution"
 	RefuseBrowserSendOffSite   Refusal = "browser-send-off-site"
 	RefuseApprovalMissing      Refusal = "approval-missing"
+	RefuseUngrounded           Refusal = "ungrounded"
 	RefuseDeploymentRule       Refusal = "deployment-rule"
 	RefuseAgentUnregistered    Refusal = "agent-unregistered"
 	RefuseToolNotAllowed       Refusal = "tool-not-allowed"
@@ -163,9 +164,22 @@ type Effect struct {
 	// comes from; browser-send-off-site compares Host against it.
 	PageHost string
 
+	// Grounding is what a grounding rule found about the values this
+	// provider call sends, checked by the broker against the records it
+	// read before Decide; nil when no rule applies.
+	Grounding *Grounding
+
 	// Values are the request's named values that scope limits are checked
 	// against (amount, count), as decimal strings.
 	Values map[string]string
+}
+
+// Grounding is the outcome of a grounding rule for one call: the rule and
+// every requirement that failed (empty when the call is grounded). Decide
+// refuses a call with failures as ungrounded (enforced in strict mode).
+type Grounding struct {
+	Rule     string
+	Failures []string
 }
 
 // Reason is one finding about an effect.

@@ -83,12 +83,24 @@ type Decision struct {
 	Size   int64  `json:"size"`
 	Digest string `json:"digest,omitempty"`
 
+	// Citations name the records a grounding rule relied on: the journal
+	// event that recorded each provider response, and its digest.
+	Citations []Citation `json:"citations,omitempty"`
+
 	Outcome  Outcome         `json:"outcome"` // allowed, refused or held
 	Refusal  policy.Refusal  `json:"refusal,omitempty"`
 	Rule     string          `json:"rule,omitempty"`
 	Enforced bool            `json:"enforced"`
 	Allowed  string          `json:"allowed_by,omitempty"`
 	Reasons  []policy.Reason `json:"reasons,omitempty"`
+}
+
+// Citation is one record a grounded decision relied on.
+type Citation struct {
+	Run    string `json:"run"`    // the run whose journal holds the response
+	Event  string `json:"event"`  // the id of the effect.outcome event that recorded it
+	Digest string `json:"digest"` // sha256 of the record's body as received
+	Path   string `json:"path"`   // provider and path the record was read from
 }
 
 // Outcome is a decision's outcome as recorded.
