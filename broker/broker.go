@@ -23,7 +23,7 @@ type Sink interface {
 	// Describe decodes the request's params and builds the effect exactly
 	// as it will be carried out. Its error is returned to the agent as
 	// BAD_REQUEST (wrap ErrBadRequest) and nothing is decided.
-	Describe(run *Run, req *EffectRequest) (*Proposal, error)
+	Describe(ctx context.Context, run *Run, req *EffectRequest) (*Proposal, error)
 	// Perform carries out the effect described by p.
 	Perform(ctx context.Context, run *Run, req *EffectRequest, p *Proposal) (*Performed, error)
 }
@@ -35,6 +35,9 @@ type Proposal struct {
 	// content); Digest is "sha256:<hex>".
 	Size   int64
 	Digest string
+	// ID is the effect's id, set by the broker after Describe; decision,
+	// attempt and outcome events name it.
+	ID string
 	// Citations are the records a grounding check relied on (provider
 	// calls); they are recorded with the decision.
 	Citations []journal.Citation
@@ -219,12 +222,13 @@ func (b *Broker) propose(ctx context.Context, sinkName policy.Sink, data []byte)
 	if err := b.checkLineage(ctx, run); err != nil {
 		return errorReply(req.Run, err)
 	}
-	prop, err := sink.Describe(run, req)
+	prop, err := sink.Describe(ctx, run, req)
 	if err != nil {
 		return errorReply(req.Run, err)
 	}
 	now := b.now()
 	effectID := newID("e_", now)
+	prop.ID = effectID
 	reply := &EffectReply{Run: run.ID, Effect: effectID}
 	pol := b.policy.Load()
 

@@ -98,8 +98,8 @@ type Decision struct {
 // Citation is one record a grounded decision relied on.
 type Citation struct {
 	Run    string `json:"run"`    // the run whose journal holds the response
-	Event  string `json:"event"`  // the id of the effect.outcome event that recorded it
-	Digest string `json:"digest"` // sha256 of the record's body as received
+	Effect string `json:"effect"` // the effect whose effect.outcome recorded the response
+	Digest string `json:"digest"` // the outcome's digest: sha256 of the body as received
 	Path   string `json:"path"`   // provider and path the record was read from
 }
 

@@ -147,7 +147,7 @@ type state struct {
 func (s *Sink) Name() policy.Sink { return policy.SinkArtifact }
 
 // Describe implements broker.Sink.
-func (s *Sink) Describe(run *broker.Run, req *broker.EffectRequest) (*broker.Proposal, error) {
+func (s *Sink) Describe(ctx context.Context, run *broker.Run, req *broker.EffectRequest) (*broker.Proposal, error) {
 	st := &state{action: req.Action}
 	e := policy.Effect{Sink: policy.SinkArtifact, Action: req.Action, Origin: req.Origin, Tool: req.Tool}
 	p := &broker.Proposal{State: st}

@@ -1,6 +1,7 @@
 package artifact
 
 import (
+	"context"
 	"path"
 	"strings"
 	"testing"
@@ -37,7 +38,7 @@ func FuzzDescribe(f *testing.F) {
 			action = ActionPublish
 		}
 		run := &broker.Run{ID: "r_01jf0000000000000000000000", For: policy.Principal{Tenant: tenant, Person: "ada"}}
-		p, err := s.Describe(run, &broker.EffectRequest{Run: run.ID, Action: action, Params: params})
+		p, err := s.Describe(context.Background(), run, &broker.EffectRequest{Run: run.ID, Action: action, Params: params})
 		if err != nil {
 			return
 		}

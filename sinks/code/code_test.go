@@ -192,7 +192,7 @@ func TestDescribeRefusesBadParams(t *testing.T) {
 		"too big":         `{"program":"python3","source":"` + strings.Repeat("x", 200) + `"}`,
 		"negative time":   `{"program":"python3","source":"x","timeout_ms":-1}`,
 	} {
-		_, err := s.Describe(run, &broker.EffectRequest{Run: run.ID, Action: "run", Params: json.RawMessage(params)})
+		_, err := s.Describe(context.Background(), run, &broker.EffectRequest{Run: run.ID, Action: "run", Params: json.RawMessage(params)})
 		if err == nil || !strings.Contains(err.Error(), "malformed") {
 			t.Errorf("%s: err = %v, want a bad request", name, err)
 		}
@@ -206,7 +206,7 @@ func FuzzDescribe(f *testing.F) {
 	s := code.New(unconfined(f), code.Config{})
 	run := &broker.Run{ID: "r_00000000000000000000000000"}
 	f.Fuzz(func(t *testing.T, params []byte) {
-		prop, err := s.Describe(run, &broker.EffectRequest{Run: run.ID, Action: "run", Params: params})
+		prop, err := s.Describe(context.Background(), run, &broker.EffectRequest{Run: run.ID, Action: "run", Params: params})
 		if err != nil {
 			return
 		}

@@ -1,6 +1,7 @@
 package memory
 
 import (
+	"context"
 	"encoding/json"
 	"regexp"
 	"strings"
@@ -40,7 +41,7 @@ func FuzzDescribe(f *testing.F) {
 	f.Fuzz(func(t *testing.T, action uint8, tenant, person string, params []byte) {
 		run := &broker.Run{ID: "r_01jf0000000000000000000000", For: policy.Principal{Tenant: tenant, Person: person}}
 		req := &broker.EffectRequest{Run: run.ID, Action: actions[int(action)%len(actions)], Params: params}
-		p, err := s.Describe(run, req)
+		p, err := s.Describe(context.Background(), run, req)
 		if err != nil {
 			return
 		}

@@ -182,7 +182,7 @@ type state struct {
 func (s *Sink) Name() policy.Sink { return policy.SinkMemory }
 
 // Describe implements broker.Sink.
-func (s *Sink) Describe(run *broker.Run, req *broker.EffectRequest) (*broker.Proposal, error) {
+func (s *Sink) Describe(ctx context.Context, run *broker.Run, req *broker.EffectRequest) (*broker.Proposal, error) {
 	e := policy.Effect{Sink: policy.SinkMemory, Action: req.Action, Origin: req.Origin, Tool: req.Tool}
 	st := &state{action: req.Action}
 	p := &broker.Proposal{State: st}

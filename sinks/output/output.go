@@ -72,7 +72,7 @@ func New(ctx context.Context, js jetstream.JetStream, replicas int) (*Sink, erro
 func (s *Sink) Name() policy.Sink { return policy.SinkOutput }
 
 // Describe implements broker.Sink.
-func (s *Sink) Describe(run *broker.Run, req *broker.EffectRequest) (*broker.Proposal, error) {
+func (s *Sink) Describe(ctx context.Context, run *broker.Run, req *broker.EffectRequest) (*broker.Proposal, error) {
 	if req.Action != ActionDeliver {
 		return nil, fmt.Errorf("%w: the output sink's only action is %q", broker.ErrBadRequest, ActionDeliver)
 	}

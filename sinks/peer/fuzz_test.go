@@ -1,6 +1,7 @@
 package peer
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -36,7 +37,7 @@ func FuzzDescribe(f *testing.F) {
 		if json.Valid(params) {
 			req.Params = params
 		}
-		p, err := s.Describe(run, req)
+		p, err := s.Describe(context.Background(), run, req)
 		if err != nil {
 			if !errors.Is(err, broker.ErrBadRequest) && !errors.Is(err, broker.ErrForbiddenField) {
 				t.Fatalf("%q %q: error %v is neither BAD_REQUEST nor FORBIDDEN_FIELD", action, params, err)

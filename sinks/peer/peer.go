@@ -199,7 +199,7 @@ func (s *Sink) Name() policy.Sink { return policy.SinkPeer }
 // Describe implements broker.Sink: it decodes params for the action and
 // returns the effect. Errors wrap broker.ErrBadRequest or
 // broker.ErrForbiddenField, or are ErrNotBound.
-func (s *Sink) Describe(run *broker.Run, req *broker.EffectRequest) (*broker.Proposal, error) {
+func (s *Sink) Describe(ctx context.Context, run *broker.Run, req *broker.EffectRequest) (*broker.Proposal, error) {
 	st, err := decode(req.Action, req.Params)
 	if err != nil {
 		return nil, err

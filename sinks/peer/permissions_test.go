@@ -85,7 +85,7 @@ func TestNATSPermissions(t *testing.T) {
 	send := func(to, body string) {
 		t.Helper()
 		req := &broker.EffectRequest{Run: run.ID, Action: "send", Params: json.RawMessage(`{"to":"` + to + `","body":"` + body + `"}`)}
-		prop, err := ps.Describe(run, req)
+		prop, err := ps.Describe(context.Background(), run, req)
 		if err != nil {
 			t.Fatal(err)
 		}

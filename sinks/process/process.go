@@ -75,7 +75,7 @@ type state struct {
 }
 
 // Describe implements broker.Sink.
-func (s *Sink) Describe(run *broker.Run, req *broker.EffectRequest) (*broker.Proposal, error) {
+func (s *Sink) Describe(ctx context.Context, run *broker.Run, req *broker.EffectRequest) (*broker.Proposal, error) {
 	if req.Action != ActionExec {
 		return nil, fmt.Errorf("%w: the process sink's only action is %q", broker.ErrBadRequest, ActionExec)
 	}

@@ -1,6 +1,7 @@
 package process_test
 
 import (
+	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -107,7 +108,7 @@ func TestHostCommandLimitsKillTheTree(t *testing.T) {
 func TestDescribeResolvesTheProgram(t *testing.T) {
 	s := process.New(process.Config{})
 	run := &broker.Run{ID: broker.NewRunID(time.Now())}
-	prop, err := s.Describe(run, &broker.EffectRequest{Run: run.ID, Action: "exec", Params: json.RawMessage(`{"argv":["sh","-c","true"]}`)})
+	prop, err := s.Describe(context.Background(), run, &broker.EffectRequest{Run: run.ID, Action: "exec", Params: json.RawMessage(`{"argv":["sh","-c","true"]}`)})
 	if err != nil || prop.Effect.Target != "/usr/bin/sh" && prop.Effect.Target != "/bin/sh" {
 		t.Fatalf("%v %+v", err, prop)
 	}
@@ -118,7 +119,7 @@ func TestDescribeResolvesTheProgram(t *testing.T) {
 		"nul":           `{"argv":["sh","a\u0000b"]}`,
 		"unknown field": `{"argv":["sh"],"env":["LD_PRELOAD=x"]}`,
 	} {
-		if _, err := s.Describe(run, &broker.EffectRequest{Run: run.ID, Action: "exec", Params: json.RawMessage(params)}); err == nil || !strings.Contains(err.Error(), "malformed") {
+		if _, err := s.Describe(context.Background(), run, &broker.EffectRequest{Run: run.ID, Action: "exec", Params: json.RawMessage(params)}); err == nil || !strings.Contains(err.Error(), "malformed") {
 			t.Errorf("%s: err = %v", name, err)
 		}
 	}
@@ -130,7 +131,7 @@ func FuzzDescribe(f *testing.F) {
 	s := process.New(process.Config{})
 	run := &broker.Run{ID: "r_00000000000000000000000000"}
 	f.Fuzz(func(t *testing.T, params []byte) {
-		prop, err := s.Describe(run, &broker.EffectRequest{Run: run.ID, Action: "exec", Params: params})
+		prop, err := s.Describe(context.Background(), run, &broker.EffectRequest{Run: run.ID, Action: "exec", Params: params})
 		if err != nil {
 			return
 		}

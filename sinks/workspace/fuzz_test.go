@@ -1,6 +1,7 @@
 package workspace
 
 import (
+	"context"
 	"path"
 	"path/filepath"
 	"strings"
@@ -36,7 +37,7 @@ func FuzzDescribe(f *testing.F) {
 	f.Fuzz(func(t *testing.T, action uint8, tenant string, params []byte) {
 		run := &broker.Run{ID: "r_01jf0000000000000000000000", For: policy.Principal{Tenant: tenant, Person: "ada"}}
 		req := &broker.EffectRequest{Run: run.ID, Action: actions[int(action)%len(actions)], Params: params}
-		p, err := s.Describe(run, req)
+		p, err := s.Describe(context.Background(), run, req)
 		if err != nil {
 			return
 		}

@@ -194,7 +194,7 @@ type state struct {
 func (s *Sink) Name() policy.Sink { return policy.SinkWorkspace }
 
 // Describe implements broker.Sink.
-func (s *Sink) Describe(run *broker.Run, req *broker.EffectRequest) (*broker.Proposal, error) {
+func (s *Sink) Describe(ctx context.Context, run *broker.Run, req *broker.EffectRequest) (*broker.Proposal, error) {
 	if !broker.ValidRunID(run.ID) {
 		return nil, fmt.Errorf("%w: run %q is not a run id", broker.ErrBadRequest, clip(run.ID))
 	}
