@@ -69,6 +69,8 @@
 // effect earlier in the run whose latest outcome is "allowed"; and against
 // the head log, that every registered event exists with the registered
 // hash. It checks the head log's own chain, and that every registered run
-// has a file and every run file was registered. See FindingKind and
+// has a file and every run file was registered, and that every record a
+// grounded decision cites is an effect.outcome in the journal with the
+// cited digest. See FindingKind and
 // NoteKind for the names it reports.
 package journal

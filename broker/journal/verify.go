@@ -2,7 +2,9 @@ package journal
 
 import (
 	"bufio"
+	"bytes"
 	"cmp"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -48,6 +50,9 @@ const (
 	FindingAttemptWithoutDecision FindingKind = "attempt-without-decision"
 	// An effect.attempt whose latest earlier decision was not "allowed".
 	FindingAttemptAfterRefusal FindingKind = "attempt-after-refusal"
+	// A grounded decision cites a record (a provider response recorded as
+	// an effect.outcome) that is not in the journal with that digest.
+	FindingBadCitation FindingKind = "bad-citation"
 	// A head log entry edited, removed, reordered or malformed.
 	FindingHeadLogEdited FindingKind = "head-log-edited"
 	// Run files exist but the head log does not.
@@ -241,11 +246,14 @@ func Verify(dir string, opts VerifyOptions) (*Report, error) {
 	wg.Wait()
 
 	rep.Runs = len(runs)
+	var cites []citing
 	for _, r := range results {
 		rep.Events += r.events
 		rep.Findings = append(rep.Findings, r.findings...)
 		rep.Notes = append(rep.Notes, r.notes...)
+		cites = append(cites, r.citations...)
 	}
+	rep.Findings = append(rep.Findings, checkCitations(dir, have, cites)...)
 	slices.SortStableFunc(rep.Findings, func(a, b Finding) int {
 		return cmp.Or(cmp.Compare(a.File, b.File), cmp.Compare(a.Line, b.Line), cmp.Compare(a.Seq, b.Seq), cmp.Compare(a.Kind, b.Kind))
 	})
@@ -353,9 +361,18 @@ func verifyHead(path string, rep *Report, fs *findings) map[string][]headReg {
 
 // runResult is one run file's outcome.
 type runResult struct {
-	events   int
-	findings []Finding
-	notes    []Note
+	events    int
+	findings  []Finding
+	notes     []Note
+	citations []citing
+}
+
+// citing is one citation made by a decision, where it was made.
+type citing struct {
+	Citation
+	run  string
+	seq  uint64
+	line int
 }
 
 // rec is what the chain checks keep of one event.
@@ -445,6 +462,16 @@ func (v *runVerifier) verify(dir, run string, regs []headReg, limit int) (res ru
 			}
 		case TypeDecision:
 			decisions[e.Effect] = decisionOutcome(e.Data)
+			if bytes.Contains(e.Data, []byte(`"citations"`)) {
+				var d struct{ Citations []Citation }
+				if err := json.Unmarshal(e.Data, &d); err != nil {
+					at.Kind, at.Detail = FindingBadCitation, "citations cannot be read: "+err.Error()
+					fs.add(at)
+				}
+				for _, c := range d.Citations {
+					res.citations = append(res.citations, citing{Citation: c, run: run, seq: e.Seq, line: lineNo})
+				}
+			}
 		case TypeAttempt:
 			out, decided := decisions[e.Effect]
 			switch {
@@ -523,6 +550,70 @@ func (v *runVerifier) verify(dir, run string, regs []headReg, limit int) (res ru
 		res.notes = append(res.notes, Note{Kind: NoteRunOpen, Run: run, File: file, Detail: "no run.close: the run is still open"})
 	}
 	return res
+}
+
+// checkCitations checks that every cited record is in the journal: the
+// cited run holds an effect.outcome of the cited effect whose digest is
+// the cited digest. Only cited runs are read again, so a journal without
+// grounded decisions pays nothing.
+func checkCitations(dir string, have map[string]bool, cites []citing) []Finding {
+	if len(cites) == 0 {
+		return nil
+	}
+	want := map[string]map[string]bool{} // run -> effects cited
+	for _, c := range cites {
+		if have[c.Run] {
+			if want[c.Run] == nil {
+				want[c.Run] = map[string]bool{}
+			}
+			want[c.Run][c.Effect] = true
+		}
+	}
+	digests := map[string]map[string]string{} // run -> effect -> outcome digest
+	for run, effects := range want {
+		digests[run] = outcomeDigests(filepath.Join(dir, runsDir, run+runExt), effects)
+	}
+	var out []Finding
+	for _, c := range cites {
+		f := Finding{Kind: FindingBadCitation, Run: c.run, Seq: c.seq, File: runsDir + "/" + c.run + runExt, Line: c.line}
+		switch got, ok := digests[c.Run][c.Effect]; {
+		case !have[c.Run]:
+			f.Detail = fmt.Sprintf("cites a record in run %s, which is not in the journal", c.Run)
+		case !ok:
+			f.Detail = fmt.Sprintf("cites effect %q of run %s, which has no outcome there", c.Effect, c.Run)
+		case got != c.Digest:
+			f.Detail = fmt.Sprintf("cites effect %q of run %s with a digest its outcome does not have", c.Effect, c.Run)
+		default:
+			continue
+		}
+		out = append(out, f)
+	}
+	return out
+}
+
+// outcomeDigests reads the digests of the effect.outcome events of the
+// given effects in one run file; lines that do not parse are skipped (the
+// run's own checks report them).
+func outcomeDigests(path string, effects map[string]bool) map[string]string {
+	out := map[string]string{}
+	f, err := os.Open(path)
+	if err != nil {
+		return out
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64<<10), MaxLineBytes+1)
+	for sc.Scan() {
+		e, err := ParseLine(sc.Bytes())
+		if err != nil || e.Type != TypeOutcome || !effects[e.Effect] {
+			continue
+		}
+		var r struct{ Digest string }
+		if json.Unmarshal(e.Data, &r) == nil {
+			out[e.Effect] = r.Digest
+		}
+	}
+	return out
 }
 
 // decisionOutcome reads Outcome from a policy.decision's data; anything
