@@ -34,14 +34,16 @@ test: deps check-generate vet
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem -timeout 60m ./policy/... ./broker/... ./e2e/...
 
-# A short run of every fuzz target; the corpus lives in each package's testdata/fuzz.
+# A short run of every fuzz target in the module; corpora live in each
+# package's testdata/fuzz.
 FUZZTIME ?= 30s
 fuzz:
-	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) ./policy/
-	$(GO) test -run '^$$' -fuzz '^FuzzDecodeEffectRequest$$' -fuzztime $(FUZZTIME) ./broker/
-	$(GO) test -run '^$$' -fuzz '^FuzzDecodeOpenWork$$' -fuzztime $(FUZZTIME) ./broker/
-	$(GO) test -run '^$$' -fuzz '^FuzzParseLine$$' -fuzztime $(FUZZTIME) ./broker/journal/
-	$(GO) test -run '^$$' -fuzz '^FuzzVerify$$' -fuzztime $(FUZZTIME) ./broker/journal/
+	@for pkg in $$($(GO) list ./...); do \
+	  for f in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz'); do \
+	    echo "== $$pkg $$f"; \
+	    $(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; \
+	  done; \
+	done
 
 clean:
 	rm -rf bin

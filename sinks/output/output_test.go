@@ -1,8 +1,10 @@
 package output_test
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -48,5 +50,22 @@ func TestConformance(t *testing.T) {
 			}
 			return true
 		},
+	})
+}
+
+func FuzzDescribe(f *testing.F) {
+	f.Add([]byte(`{"status":"ok","result":{"rows":3}}`))
+	f.Add([]byte(`{"status":"` + strings.Repeat("x", 80) + `"}`))
+	f.Add([]byte(`{"result":null,"extra":1}`))
+	s := &output.Sink{}
+	run := &broker.Run{ID: "r_00000000000000000000000000"}
+	f.Fuzz(func(t *testing.T, params []byte) {
+		p, err := s.Describe(context.Background(), run, &broker.EffectRequest{Run: run.ID, Action: output.ActionDeliver, Params: params})
+		if err != nil {
+			return
+		}
+		if p.Effect.Sink != policy.SinkOutput || len(p.Effect.Target) > 64 || !strings.HasPrefix(p.Digest, "sha256:") {
+			t.Fatalf("accepted params gave %+v", p)
+		}
 	})
 }

@@ -1,0 +1,416 @@
+package provider
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/textproto"
+	"net/url"
+	"os"
+	"path"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+	"golang.org/x/net/http/httpguts"
+
+	"github.com/gatehouse/gatehouse/policy"
+)
+
+// AuthType says how a provider's credential is attached to a request.
+type AuthType string
+
+const (
+	AuthBearer AuthType = "bearer" // Authorization: Bearer <token>
+	AuthHeader AuthType = "header" // <Auth.Header>: <token>
+	AuthBasic  AuthType = "basic"  // Authorization: Basic <username:password>
+	AuthNone   AuthType = "none"   // no credential; nothing is looked up
+)
+
+// Defaults of a Provider's optional fields.
+const (
+	DefaultKeepaliveSeconds = 120
+	DefaultTimeoutSeconds   = 30
+	DefaultRetries          = 2
+	DefaultMaxIdleConns     = 16
+	DefaultMaxResponseBytes = 512 << 10
+	// MaxResponseLimit bounds max_response_bytes: a reply travels back to
+	// the agent over NATS, whose default message limit is 1 MiB.
+	MaxResponseLimit = 700 << 10
+)
+
+// DefaultResponseHeaders are the response headers returned to an agent
+// when a provider names none; Set-Cookie and other session headers are
+// never among them.
+var DefaultResponseHeaders = []string{"Content-Type", "Content-Language", "Etag", "Last-Modified", "Location", "Retry-After", "X-Request-Id", "Link"}
+
+// Auth is how credentials are attached.
+type Auth struct {
+	Type AuthType `yaml:"type"`
+	// Header names the header of AuthHeader (e.g. X-Api-Key).
+	Header string `yaml:"header,omitempty"`
+}
+
+// Provider is one system Gatehouse calls for agents. Zero numeric fields
+// take the defaults above.
+type Provider struct {
+	Name string `yaml:"name"`
+	// BaseURL is http or https, with an optional base path every call's
+	// path is joined to and must stay under; no query, fragment or user.
+	BaseURL string `yaml:"base_url"`
+	Auth    Auth   `yaml:"auth"`
+	// KeepaliveSeconds is how long an idle connection is kept for reuse.
+	KeepaliveSeconds int `yaml:"keepalive_seconds,omitempty"`
+	// TimeoutSeconds bounds one attempt, from dialing to the last byte.
+	TimeoutSeconds int `yaml:"timeout_seconds,omitempty"`
+	// IdempotencyHeader is the header the provider deduplicates requests
+	// by (Idempotency-Key). Only a provider with one is retried.
+	IdempotencyHeader string `yaml:"idempotency_header,omitempty"`
+	// Retries is how many times a transient failure is retried (only with
+	// IdempotencyHeader); nil is DefaultRetries, 0 never retries.
+	Retries *int `yaml:"retries,omitempty"`
+	// MaxIdleConns bounds kept connections to the provider's host.
+	MaxIdleConns int `yaml:"max_idle_conns,omitempty"`
+	// MaxResponseBytes bounds a response body; a longer one fails the
+	// call with response-too-large.
+	MaxResponseBytes int64 `yaml:"max_response_bytes,omitempty"`
+	// HeadersAllowed are the request headers an agent may set.
+	HeadersAllowed []string `yaml:"headers_allowed,omitempty"`
+	// ResponseHeaders are the response headers an agent gets back; empty
+	// is DefaultResponseHeaders.
+	ResponseHeaders []string `yaml:"response_headers,omitempty"`
+
+	base     *url.URL
+	basePath string // cleaned, "" for the root
+	allowed  map[string]bool
+	respHdrs []string
+}
+
+// Integration is one integration (atom): the provider it calls, the effect
+// it declares, where its code came from, and its contract.
+type Integration struct {
+	Name     string             `yaml:"name"`
+	Provider string             `yaml:"provider"`
+	Effect   policy.EffectClass `yaml:"effect"`
+	Origin   policy.Origin      `yaml:"origin"`
+	// Operations is the contract: method and URL template, relative to the
+	// provider's base URL. Omitted (nil) means the contract cannot be read;
+	// an empty list is a contract with no operations.
+	Operations []Operation `yaml:"operations"`
+
+	contract *policy.Contract // templates joined to the base path
+}
+
+// Operation is one method and URL template of a contract.
+type Operation struct {
+	Method   string `yaml:"method"`
+	Template string `yaml:"template"`
+}
+
+// Catalogue is the providers and integrations Gatehouse knows. Build one
+// with ParseCatalogue, or fill the slices and call Validate.
+type Catalogue struct {
+	Name         string        `yaml:"-"` // the file it came from, for messages
+	Providers    []Provider    `yaml:"providers"`
+	Integrations []Integration `yaml:"integrations"`
+
+	providers    map[string]*Provider
+	integrations map[string]*Integration
+}
+
+// ErrCatalogue is wrapped by every error of ParseCatalogue and Validate.
+var ErrCatalogue = errors.New("provider catalogue")
+
+// LoadCatalogue reads and parses the catalogue file at p.
+func LoadCatalogue(p string) (*Catalogue, error) {
+	data, err := os.ReadFile(p)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrCatalogue, err)
+	}
+	return ParseCatalogue(p, data)
+}
+
+// ParseCatalogue decodes a catalogue file (YAML or JSON) strictly: unknown
+// keys, aliases, duplicate names and values out of range are errors naming
+// name and the entry.
+func ParseCatalogue(name string, data []byte) (*Catalogue, error) {
+	fail := func(format string, args ...any) error {
+		return fmt.Errorf("%w %s: %s", ErrCatalogue, name, fmt.Sprintf(format, args...))
+	}
+	var doc yaml.Node
+	if err := yaml.Unmarshal(data, &doc); err != nil {
+		return nil, fail("%v", err)
+	}
+	if err := noAliases(&doc); err != nil {
+		return nil, fail("%v", err)
+	}
+	var c Catalogue
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(&c); err != nil {
+		return nil, fail("%v", err)
+	}
+	var extra yaml.Node
+	if err := dec.Decode(&extra); err == nil {
+		return nil, fail("more than one YAML document")
+	}
+	c.Name = name
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	return &c, nil
+}
+
+func noAliases(n *yaml.Node) error {
+	if n.Kind == yaml.AliasNode {
+		return fmt.Errorf("line %d: YAML aliases are not supported in a catalogue", n.Line)
+	}
+	if n.Kind == yaml.MappingNode {
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			if n.Content[i].Value == "<<" && n.Content[i].Tag != "!!str" {
+				return fmt.Errorf("line %d: YAML merge keys are not supported in a catalogue", n.Content[i].Line)
+			}
+		}
+	}
+	for _, c := range n.Content {
+		if err := noAliases(c); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// headers an agent may never set, whatever headers_allowed says: they
+// carry credentials, decide where the request goes or how it is framed,
+// or are set by Gatehouse itself.
+var reservedHeaders = map[string]bool{
+	"Authorization": true, "Proxy-Authorization": true, "Cookie": true, "Host": true,
+	"Content-Length": true, "Content-Type": true, "Transfer-Encoding": true, "Connection": true,
+	"Keep-Alive": true, "Te": true, "Trailer": true, "Upgrade": true, "Proxy-Connection": true,
+	"Expect": true, "Forwarded": true, "X-Forwarded-For": true, "X-Forwarded-Host": true,
+}
+
+// Validate checks the catalogue and indexes it. It is called by
+// ParseCatalogue; call it after building a Catalogue by hand.
+func (c *Catalogue) Validate() error {
+	fail := func(format string, args ...any) error {
+		return fmt.Errorf("%w %s: %s", ErrCatalogue, c.name(), fmt.Sprintf(format, args...))
+	}
+	c.providers = make(map[string]*Provider, len(c.Providers))
+	c.integrations = make(map[string]*Integration, len(c.Integrations))
+	for i := range c.Providers {
+		p := &c.Providers[i]
+		where := fmt.Sprintf("providers[%d] (%s)", i, p.Name)
+		if err := checkIdent(p.Name); err != nil {
+			return fail("providers[%d]: name: %v", i, err)
+		}
+		if _, dup := c.providers[p.Name]; dup {
+			return fail("%s: provider named twice", where)
+		}
+		if err := p.compile(); err != nil {
+			return fail("%s: %v", where, err)
+		}
+		c.providers[p.Name] = p
+	}
+	for i := range c.Integrations {
+		in := &c.Integrations[i]
+		where := fmt.Sprintf("integrations[%d] (%s)", i, in.Name)
+		if err := checkIdent(in.Name); err != nil {
+			return fail("integrations[%d]: name: %v", i, err)
+		}
+		if _, dup := c.integrations[in.Name]; dup {
+			return fail("%s: integration named twice", where)
+		}
+		p, ok := c.providers[in.Provider]
+		if !ok {
+			return fail("%s: provider %q is not in providers", where, in.Provider)
+		}
+		switch in.Effect {
+		case policy.EffectRead, policy.EffectWrite, policy.EffectDestructive, policy.EffectNotify:
+		default:
+			return fail("%s: effect %q is not read, write, destructive or notify", where, in.Effect)
+		}
+		switch in.Origin {
+		case policy.OriginShipped, policy.OriginRuntime, policy.OriginRegistry, policy.OriginModel:
+		default:
+			return fail("%s: origin %q is not shipped, runtime, registry or model", where, in.Origin)
+		}
+		in.contract = nil
+		if in.Operations != nil {
+			in.contract = &policy.Contract{Operations: make([]policy.Operation, 0, len(in.Operations))}
+			for j, op := range in.Operations {
+				m := strings.ToUpper(op.Method)
+				if !knownMethods[m] {
+					return fail("%s: operations[%d]: method %q is not GET, HEAD, OPTIONS, POST, PUT, PATCH or DELETE", where, j, op.Method)
+				}
+				if err := checkTemplate(op.Template); err != nil {
+					return fail("%s: operations[%d]: template %q: %v", where, j, op.Template, err)
+				}
+				in.contract.Operations = append(in.contract.Operations, policy.Operation{Method: m, Template: p.basePath + op.Template})
+			}
+		}
+		c.integrations[in.Name] = in
+	}
+	return nil
+}
+
+func (c *Catalogue) name() string {
+	if c.Name == "" {
+		return "(in memory)"
+	}
+	return c.Name
+}
+
+// Provider returns the provider named name.
+func (c *Catalogue) Provider(name string) (*Provider, bool) {
+	p, ok := c.providers[name]
+	return p, ok
+}
+
+// Integration returns the integration named name.
+func (c *Catalogue) Integration(name string) (*Integration, bool) {
+	in, ok := c.integrations[name]
+	return in, ok
+}
+
+// Contract returns the integration's contract with templates joined to its
+// provider's base path, nil when its operations were not given.
+func (in *Integration) Contract() *policy.Contract { return in.contract }
+
+func (p *Provider) compile() error {
+	u, err := url.Parse(p.BaseURL)
+	if err != nil {
+		return fmt.Errorf("base_url: %v", err)
+	}
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return fmt.Errorf("base_url %q: the scheme must be http or https", p.BaseURL)
+	}
+	if u.Host == "" || u.User != nil || u.RawQuery != "" || u.Fragment != "" || u.Opaque != "" {
+		return fmt.Errorf("base_url %q: give a scheme, a host and an optional path, without user, query or fragment", p.BaseURL)
+	}
+	if strings.Contains(u.Path, "..") {
+		return fmt.Errorf("base_url %q: the path may not contain \"..\"", p.BaseURL)
+	}
+	p.base = &url.URL{Scheme: u.Scheme, Host: u.Host}
+	p.basePath = strings.TrimSuffix(path.Clean("/"+u.Path), "/")
+	switch p.Auth.Type {
+	case AuthBearer, AuthBasic, AuthNone:
+		if p.Auth.Header != "" {
+			return fmt.Errorf("auth: header is only for type header")
+		}
+	case AuthHeader:
+		if !httpguts.ValidHeaderFieldName(p.Auth.Header) {
+			return fmt.Errorf("auth: type header needs header, a valid header name (e.g. X-Api-Key)")
+		}
+	default:
+		return fmt.Errorf("auth: type %q is not bearer, header, basic or none", p.Auth.Type)
+	}
+	if p.KeepaliveSeconds < 0 || p.TimeoutSeconds < 0 || p.MaxIdleConns < 0 || p.MaxResponseBytes < 0 {
+		return fmt.Errorf("keepalive_seconds, timeout_seconds, max_idle_conns and max_response_bytes may not be negative")
+	}
+	if p.MaxResponseBytes > MaxResponseLimit {
+		return fmt.Errorf("max_response_bytes %d is above the limit of %d", p.MaxResponseBytes, MaxResponseLimit)
+	}
+	if p.Retries != nil && (*p.Retries < 0 || *p.Retries > 10) {
+		return fmt.Errorf("retries %d: give 0 to 10", *p.Retries)
+	}
+	if p.IdempotencyHeader != "" {
+		if !httpguts.ValidHeaderFieldName(p.IdempotencyHeader) {
+			return fmt.Errorf("idempotency_header %q is not a header name", p.IdempotencyHeader)
+		}
+		p.IdempotencyHeader = textproto.CanonicalMIMEHeaderKey(p.IdempotencyHeader)
+	}
+	p.allowed = map[string]bool{}
+	for _, h := range p.HeadersAllowed {
+		if !httpguts.ValidHeaderFieldName(h) {
+			return fmt.Errorf("headers_allowed: %q is not a header name", h)
+		}
+		k := textproto.CanonicalMIMEHeaderKey(h)
+		if reservedHeaders[k] || k == p.IdempotencyHeader || (p.Auth.Type == AuthHeader && k == textproto.CanonicalMIMEHeaderKey(p.Auth.Header)) {
+			return fmt.Errorf("headers_allowed: %s is set by Gatehouse and may not come from an agent", k)
+		}
+		p.allowed[k] = true
+	}
+	p.respHdrs = DefaultResponseHeaders
+	if len(p.ResponseHeaders) > 0 {
+		p.respHdrs = nil
+		for _, h := range p.ResponseHeaders {
+			k := textproto.CanonicalMIMEHeaderKey(h)
+			if !httpguts.ValidHeaderFieldName(h) || k == "Set-Cookie" || k == "Set-Cookie2" || k == "Www-Authenticate" {
+				return fmt.Errorf("response_headers: %q may not be returned to an agent", h)
+			}
+			p.respHdrs = append(p.respHdrs, k)
+		}
+	}
+	return nil
+}
+
+func (p *Provider) keepalive() int { return orDefault(p.KeepaliveSeconds, DefaultKeepaliveSeconds) }
+func (p *Provider) timeout() int   { return orDefault(p.TimeoutSeconds, DefaultTimeoutSeconds) }
+func (p *Provider) idle() int      { return orDefault(p.MaxIdleConns, DefaultMaxIdleConns) }
+
+func (p *Provider) maxResponse() int64 {
+	if p.MaxResponseBytes == 0 {
+		return DefaultMaxResponseBytes
+	}
+	return p.MaxResponseBytes
+}
+
+// retries is how many times a transient failure is retried: never without
+// an idempotency header, since a retried mutation could happen twice.
+func (p *Provider) retries() int {
+	switch {
+	case p.IdempotencyHeader == "":
+		return 0
+	case p.Retries == nil:
+		return DefaultRetries
+	}
+	return *p.Retries
+}
+
+func orDefault(v, d int) int {
+	if v == 0 {
+		return d
+	}
+	return v
+}
+
+var knownMethods = map[string]bool{
+	http.MethodGet: true, http.MethodHead: true, http.MethodOptions: true,
+	http.MethodPost: true, http.MethodPut: true, http.MethodPatch: true, http.MethodDelete: true,
+}
+
+// checkIdent accepts provider and integration names: 1 to 128 bytes of
+// [A-Za-z0-9._-], since they are recorded and matched by rules.
+func checkIdent(s string) error {
+	if s == "" || len(s) > 128 {
+		return errors.New("1 to 128 characters are required")
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
+			return fmt.Errorf("%q: use A-Z, a-z, 0-9, '.', '_' and '-'", s)
+		}
+	}
+	return nil
+}
+
+// checkTemplate accepts "/segment/{name}/...": absolute, no query, no
+// empty, "." or ".." segment.
+func checkTemplate(t string) error {
+	if !strings.HasPrefix(t, "/") {
+		return errors.New("must start with /")
+	}
+	if strings.ContainsAny(t, "?#\\") {
+		return errors.New("may not contain ?, # or \\")
+	}
+	if t == "/" {
+		return nil
+	}
+	for seg := range strings.SplitSeq(t[1:], "/") {
+		if seg == "" || seg == "." || seg == ".." {
+			return errors.New("has an empty, \".\" or \"..\" segment")
+		}
+	}
+	return nil
+}
