@@ -15,18 +15,10 @@ import (
 	"github.com/gatehouse/gatehouse/policy"
 )
 
-// benchWorld is a world with the journal writer consuming, so every
-// decision is durably recorded as it would be in production.
+// benchWorld is a world in strict mode with one open run; its journal
+// writer consumes as in production, so every decision is durably recorded.
 func benchWorld(b *testing.B) (*world, string) {
 	w := start(b, policy.ModeStrict, "")
-	jw, err := journal.Open(b.TempDir(), journal.WriterOptions{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); _ = journal.Consume(ctx, w.js, jw, journal.ConsumeOptions{}) }()
-	b.Cleanup(func() { cancel(); <-done; _ = jw.Close() })
 	run, err := w.app.OpenWork(context.Background(), broker.OpenWork{Tenant: "acme", Person: "ada"})
 	if err != nil {
 		b.Fatal(err)

@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -20,11 +18,12 @@ import (
 	"github.com/gatehouse/gatehouse/broker/subject"
 	"github.com/gatehouse/gatehouse/policy"
 	"github.com/gatehouse/gatehouse/sinks/output"
+	"github.com/gatehouse/gatehouse/sinks/sinktest"
 )
 
-// world is a real embedded NATS with a broker serving on it and clients
-// for each role.
+// world is a real Gatehouse (sinktest's harness) serving the output sink.
 type world struct {
+	*sinktest.Env
 	ns    *embedded.Server
 	js    jetstream.JetStream
 	b     *broker.Broker
@@ -34,60 +33,14 @@ type world struct {
 
 func start(t testing.TB, mode policy.Mode, rules string) *world {
 	t.Helper()
-	dir := t.TempDir()
-	ns, err := embedded.Start(embedded.Config{Dir: dir, Port: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(ns.Shutdown)
-	nc, err := ns.Connect(embedded.RoleBroker)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, _ := jetstream.New(nc)
-	ctx := context.Background()
-	if _, err := journal.EnsureStream(ctx, js, 1); err != nil {
-		t.Fatal(err)
-	}
-	runs, err := broker.OpenKVRuns(ctx, js, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := output.New(ctx, js, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pol := policy.Default()
-	if rules != "" {
-		path := filepath.Join(dir, "rules.yaml")
-		if err := os.WriteFile(path, []byte(rules), 0o600); err != nil {
+	env := sinktest.Start(t, mode, rules, func(t testing.TB, env *sinktest.Env) []broker.Sink {
+		out, err := output.New(context.Background(), env.JS, 1)
+		if err != nil {
 			t.Fatal(err)
 		}
-		if pol, err = policy.Load(path); err != nil {
-			t.Fatal(err)
-		}
-	}
-	b, err := broker.New(broker.Config{Mode: mode}, runs, broker.NewRecorder(js, 2*time.Second), pol, out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	svc, err := broker.Serve(nc, b, broker.ServiceConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = svc.Close() })
-	app, err := client.Dial(ns.URL, client.App, embedded.CredsPath(dir, embedded.RoleApp))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(app.Close)
-	agent, err := client.Dial(ns.URL, client.Agent, embedded.CredsPath(dir, embedded.RoleAgent))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(agent.Close)
-	return &world{ns: ns, js: js, b: b, app: app, agent: agent}
+		return []broker.Sink{out}
+	})
+	return &world{Env: env, ns: env.NS, js: env.JS, b: env.Broker, app: env.App, agent: env.Agent}
 }
 
 func ctxT(t *testing.T) context.Context {

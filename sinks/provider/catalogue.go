@@ -246,7 +246,11 @@ func (c *Catalogue) Validate() error {
 				if err := checkTemplate(op.Template); err != nil {
 					return fail("%s: operations[%d]: template %q: %v", where, j, op.Template, err)
 				}
-				in.contract.Operations = append(in.contract.Operations, policy.Operation{Method: m, Template: p.basePath + op.Template})
+				tmpl := p.basePath + op.Template
+				if op.Template == "/" && p.basePath != "" {
+					tmpl = p.basePath
+				}
+				in.contract.Operations = append(in.contract.Operations, policy.Operation{Method: m, Template: tmpl})
 			}
 		}
 		c.integrations[in.Name] = in
