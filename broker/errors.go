@@ -65,3 +65,17 @@ func CodeOf(err error) (Code, string) {
 	}
 	return CodeInternal, "see the broker's log"
 }
+
+// OutcomeError is a sink failure with a stable type for the journal's
+// effect.outcome ("not-found", "store-unavailable", ...). The broker
+// records the type, never the message, which may carry content. Sinks
+// declare their sentinels with NewOutcomeError and wrap them with %w.
+type OutcomeError struct{ typ, msg string }
+
+// NewOutcomeError returns a sentinel failure of type typ.
+func NewOutcomeError(typ, msg string) error { return &OutcomeError{typ: typ, msg: msg} }
+
+func (e *OutcomeError) Error() string { return e.msg }
+
+// ErrorType is the type recorded in the journal.
+func (e *OutcomeError) ErrorType() string { return e.typ }

@@ -141,3 +141,16 @@ func ValidAgent(name string) bool {
 	}
 	return true
 }
+
+// Buckets of the provider sink on the embedded default.
+const (
+	// CredentialsBucket is the JetStream KV bucket holding provider
+	// credentials, keyed by tenant, person and provider, each
+	// hex-encoded. Only brokers may read it.
+	CredentialsBucket = "gatehouse_credentials"
+	// GroundingBucket is the JetStream KV bucket holding the provider
+	// responses grounding may rely on and the paths a workflow wrote to,
+	// keyed by workflow, provider and path, each hex-encoded, so every
+	// broker process sees what any of them read.
+	GroundingBucket = "gatehouse_grounding"
+)

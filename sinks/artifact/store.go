@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/gatehouse/gatehouse/broker"
 	"github.com/gatehouse/gatehouse/broker/subject"
 )
 
@@ -29,20 +30,13 @@ type Store interface {
 	Get(ctx context.Context, name string, max int64) (data []byte, contentType string, err error)
 }
 
-// typedError is a sentinel carrying the stable error type the broker
-// records in the outcome (broker.errorType finds ErrorType through %w).
-type typedError struct{ typ, msg string }
-
-func (e *typedError) Error() string     { return e.msg }
-func (e *typedError) ErrorType() string { return e.typ }
-
 // Errors of the stores. The journal records their type (not-found,
 // too-large, store-unavailable, store-error), never a message.
 var (
-	ErrNotFound    error = &typedError{"not-found", "artifact not found"}
-	ErrTooLarge    error = &typedError{"too-large", "artifact too large to return in a reply"}
-	ErrUnavailable error = &typedError{"store-unavailable", "artifact store unavailable"}
-	ErrStore       error = &typedError{"store-error", "artifact store failed"}
+	ErrNotFound    = broker.NewOutcomeError("not-found", "artifact not found")
+	ErrTooLarge    = broker.NewOutcomeError("too-large", "artifact too large to return in a reply")
+	ErrUnavailable = broker.NewOutcomeError("store-unavailable", "artifact store unavailable")
+	ErrStore       = broker.NewOutcomeError("store-error", "artifact store failed")
 )
 
 // ObjectStoreConfig configures OpenObjectStore. The zero value is useful.

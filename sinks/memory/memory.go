@@ -57,12 +57,12 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/gatehouse/gatehouse/broker"
 	"github.com/gatehouse/gatehouse/broker/journal"
 	"github.com/gatehouse/gatehouse/policy"
+	"github.com/gatehouse/gatehouse/sinks/keys"
 )
 
 // Actions of the memory sink.
@@ -302,46 +302,20 @@ func (s *Sink) Perform(ctx context.Context, run *broker.Run, req *broker.EffectR
 	return &broker.Performed{Result: res, Reply: reply}, nil
 }
 
-// CheckKey accepts a memory key: 1 to MaxKeyBytes bytes of "/"-separated
-// segments of [A-Za-z0-9._-], no segment empty or ".", no ".." anywhere.
-// Errors wrap broker.ErrBadRequest.
-func CheckKey(k string) error {
-	if k == "" {
-		return fmt.Errorf("%w: key is required", broker.ErrBadRequest)
-	}
-	if len(k) > MaxKeyBytes {
-		return fmt.Errorf("%w: key is %d bytes, the limit is %d", broker.ErrBadRequest, len(k), MaxKeyBytes)
-	}
-	if strings.Contains(k, "..") {
-		return fmt.Errorf("%w: key %q contains \"..\"", broker.ErrBadRequest, clip(k))
-	}
-	for seg := range strings.SplitSeq(k, "/") {
-		if seg == "" || seg == "." {
-			return fmt.Errorf("%w: key %q has an empty or \".\" segment", broker.ErrBadRequest, clip(k))
-		}
-		for i := 0; i < len(seg); i++ {
-			if !nameByte(seg[i]) {
-				return fmt.Errorf("%w: key %q: segments are made of A-Z, a-z, 0-9, '.', '_' and '-'", broker.ErrBadRequest, clip(k))
-			}
-		}
-	}
-	return nil
-}
+// CheckKey accepts a memory key (see package keys). Errors wrap
+// broker.ErrBadRequest.
+func CheckKey(k string) error { return keys.Check(k, MaxKeyBytes) }
 
 func checkKind(k string) error {
 	if len(k) > 64 {
 		return fmt.Errorf("%w: kind is longer than 64 bytes", broker.ErrBadRequest)
 	}
 	for i := 0; i < len(k); i++ {
-		if !nameByte(k[i]) {
+		if !keys.Byte(k[i]) {
 			return fmt.Errorf("%w: kind %q: use A-Z, a-z, 0-9, '.', '_' and '-'", broker.ErrBadRequest, clip(k))
 		}
 	}
 	return nil
-}
-
-func nameByte(c byte) bool {
-	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-'
 }
 
 // digest returns "sha256:<hex>" of b.
@@ -351,9 +325,4 @@ func digest(b []byte) string {
 }
 
 // clip shortens untrusted text before it goes into an error message.
-func clip(s string) string {
-	if len(s) > 64 {
-		s = s[:64] + "..."
-	}
-	return strings.ToValidUTF8(s, "?")
-}
+func clip(s string) string { return keys.Clip(s) }

@@ -16,20 +16,13 @@ import (
 	"github.com/gatehouse/gatehouse/broker"
 )
 
-// typedError is a sentinel carrying the stable error type the broker
-// records in the outcome (broker.errorType finds ErrorType through %w).
-type typedError struct{ typ, msg string }
-
-func (e *typedError) Error() string     { return e.msg }
-func (e *typedError) ErrorType() string { return e.typ }
-
 // Errors of Perform. The journal records their type, never a message.
 var (
-	ErrNotFound   error = &typedError{"not-found", "file not found"}
-	ErrUnsafePath error = &typedError{"unsafe-path", "path goes through a symbolic link or is not a regular file"}
-	ErrTooLarge   error = &typedError{"too-large", "file too large to return in a reply"}
-	ErrStore      error = &typedError{"store-error", "workspace folder failed"}
-	ErrPartial    error = &typedError{"partial", "export partly applied"}
+	ErrNotFound   = broker.NewOutcomeError("not-found", "file not found")
+	ErrUnsafePath = broker.NewOutcomeError("unsafe-path", "path goes through a symbolic link or is not a regular file")
+	ErrTooLarge   = broker.NewOutcomeError("too-large", "file too large to return in a reply")
+	ErrStore      = broker.NewOutcomeError("store-error", "workspace folder failed")
+	ErrPartial    = broker.NewOutcomeError("partial", "export partly applied")
 )
 
 // MaxPathBytes bounds a path.
