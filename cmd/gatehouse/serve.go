@@ -61,6 +61,7 @@ type serveConfig struct {
 	logFormat string
 	logLevel  string
 
+	agents       listFlag
 	sandboxTiers listFlag
 	sandboxUID   int
 
@@ -84,6 +85,7 @@ func serveFlags(env *cliEnv, c *serveConfig) *flagSet {
 	fs.stringVar(&c.policy, "policy", "", "deployment rules file (JSON or YAML); empty: built-in rules only")
 	fs.boolVar(&c.noWriter, "no-writer", false, "do not run the journal writer in this process (run 'gatehouse writer' elsewhere)")
 	fs.intVar(&c.replicas, "replicas", 1, "JetStream replicas for the journal stream and buckets (3 on a cluster)")
+	fs.Var(&c.agents, "agents", "agents that get a NATS credential of their own (embedded NATS): each may read only its own peer messages and replies")
 	fs.Var(&c.sandboxTiers, "sandbox-tiers", "sandbox tiers to try, in order (default bubblewrap,namespaces,landlock,unconfined; 'unconfined' alone forces it)")
 	fs.intVar(&c.sandboxUID, "sandbox-uid", 65534, "the unprivileged uid sandboxed programs run as")
 	fs.stringVar(&c.artifactStore, "artifact-store", "objectstore", "where artifacts are kept: objectstore (NATS), dir (--artifact-dir) or redis (--redis-url)")
@@ -119,7 +121,7 @@ func cmdServe(ctx context.Context, env *cliEnv, args []string) error {
 	var ns *embedded.Server
 	var nc *nats.Conn
 	if c.natsURL == "" {
-		ns, err = embedded.Start(embedded.Config{Dir: filepath.Join(c.dataDir, "nats"), Host: c.natsHost, Port: c.natsPort, Logger: log})
+		ns, err = embedded.Start(embedded.Config{Dir: filepath.Join(c.dataDir, "nats"), Host: c.natsHost, Port: c.natsPort, Agents: c.agents, Logger: log})
 		if err != nil {
 			return err
 		}
@@ -271,7 +273,10 @@ func cmdServe(ctx context.Context, env *cliEnv, args []string) error {
   sandbox     %s (confined: %v)
 `, version, mode, natsURL, map[bool]string{true: " (embedded)", false: ""}[ns != nil], srv.URL(), srv.URL(), c.journalDir(), policyName(c.policy), sb.Tier(), sb.Confined())
 	if ns != nil {
-		fmt.Fprintf(env.stdout, "  app creds   %s\n  agent creds %s\n", ep.AppCreds, ep.AgentCreds)
+		fmt.Fprintf(env.stdout, "  app creds   %s\n  agent creds %s (shared)\n", ep.AppCreds, ep.AgentCreds)
+		for _, a := range c.agents {
+			fmt.Fprintf(env.stdout, "  agent %-5s %s\n", a, embedded.AgentCredsPath(filepath.Join(c.dataDir, "nats"), a))
+		}
 	}
 	fmt.Fprintln(env.stdout, "Press Ctrl-C to stop.")
 

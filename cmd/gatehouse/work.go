@@ -4,16 +4,19 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"time"
 
 	"github.com/gatehouse/gatehouse/broker"
 	"github.com/gatehouse/gatehouse/broker/client"
+	"github.com/gatehouse/gatehouse/broker/embedded"
 	"github.com/gatehouse/gatehouse/policy"
 )
 
 // connFlags are the flags every client command shares.
 type connFlags struct {
+	agent   string // a named agent's own credential (effect only)
 	dataDir string
 	natsURL string
 	creds   string
@@ -33,6 +36,9 @@ func (c *connFlags) register(fs *flagSet) {
 // server's endpoints file when not given.
 func (c *connFlags) dial(role client.Role) (*client.Client, error) {
 	url, creds := c.natsURL, c.creds
+	if role == client.Agent && c.agent != "" && creds == "" {
+		creds = embedded.AgentCredsPath(filepath.Join(c.dataDir, "nats"), c.agent)
+	}
 	if url == "" || creds == "" {
 		ep, err := readEndpoints(c.dataDir)
 		if err != nil && url == "" {
@@ -46,6 +52,9 @@ func (c *connFlags) dial(role client.Role) (*client.Client, error) {
 				creds = map[client.Role]string{client.App: ep.AppCreds, client.Agent: ep.AgentCreds}[role]
 			}
 		}
+	}
+	if role == client.Agent && c.agent != "" {
+		return client.DialAgent(url, c.agent, creds)
 	}
 	return client.Dial(url, role, creds)
 }
@@ -209,6 +218,7 @@ func cmdEffect(ctx context.Context, env *cliEnv, args []string) error {
 	fs.StringVar(&params, "params", "", "the sink's params as a JSON object")
 	fs.StringVar(&origin, "origin", "", "where the code came from: shipped, runtime, registry, model, direct")
 	fs.StringVar(&req.Tool, "tool", "", "the tool name agent cards match (default SINK.ACTION)")
+	fs.StringVar(&cf.agent, "agent", "", "connect as this named agent, with its own credential (serve --agents)")
 	fs.StringVar(&status, "status", "ok", "output: the step's status")
 	fs.StringVar(&result, "result", "", "output: the step's result as JSON")
 	pos, err := fs.parse(args[1:])
