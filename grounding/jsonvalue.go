@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"io"
 	"strconv"
 	"strings"
 )
@@ -12,94 +11,198 @@ import (
 // maxDepth bounds how deeply a request body or record may nest.
 const maxDepth = 512
 
-var errTooDeep = errors.New("nested too deeply")
+var (
+	errInvalidJSON = errors.New("not one valid JSON value")
+	errTooDeep     = errors.New("nested too deeply")
+)
 
 // jsonDoc is a JSON document decoded without floating point (numbers are
 // json.Number) and with every object key that appears twice noted, since
 // encoding/json would silently keep the last one.
 type jsonDoc struct {
 	root any
-	// dups are the paths, written after a root ("request.json" or a
-	// binding's name), of keys that appear more than once in one object.
-	dups []string
+	// dups are the keys that appear more than once in one object, by
+	// path from the root ("request.json" or a binding's name).
+	dups []dupKey
+}
+
+type dupKey struct {
+	raw   string // the path as a field path names it
+	shown string // the same with unusual keys elided, for a failure
 }
 
 // decodeJSON reads exactly one JSON value from data. prefix names the
-// root in dups.
+// root in dups. The value is decoded by encoding/json (UseNumber); the
+// repeated keys it would hide are found by a scan of the same bytes, which
+// json.Valid has checked first.
 func decodeJSON(data []byte, prefix string) (jsonDoc, error) {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.UseNumber()
-	w := walker{dec: dec, path: []string{prefix}}
-	root, err := w.value(0)
-	if err != nil {
+	if !json.Valid(data) {
+		return jsonDoc{}, errInvalidJSON
+	}
+	s := dupScanner{data: data, prefix: prefix}
+	if err := s.value(0); err != nil {
 		return jsonDoc{}, err
 	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return jsonDoc{}, errors.New("more than one JSON value")
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	var root any
+	if err := dec.Decode(&root); err != nil {
+		return jsonDoc{}, errInvalidJSON
 	}
-	return jsonDoc{root: root, dups: w.dups}, nil
+	return jsonDoc{root: root, dups: s.dups}, nil
 }
 
-type walker struct {
-	dec  *json.Decoder
-	path []string // the segments leading to the value being read
-	dups []string
+// dupScanner walks valid JSON and records keys repeated in one object.
+// Keys are compared after unescaping, as encoding/json compares them.
+type dupScanner struct {
+	data   []byte
+	i      int
+	prefix string
+	path   []pathStep // the keys and indexes leading to the value being read
+	dups   []dupKey
 }
 
-func (w *walker) value(depth int) (any, error) {
+type pathStep struct {
+	key   []byte
+	index int // -1: key
+}
+
+func (s *dupScanner) ws() {
+	for s.i < len(s.data) {
+		switch s.data[s.i] {
+		case ' ', '\t', '\n', '\r':
+			s.i++
+		default:
+			return
+		}
+	}
+}
+
+func (s *dupScanner) value(depth int) error {
 	if depth > maxDepth {
-		return nil, errTooDeep
+		return errTooDeep
 	}
-	tok, err := w.dec.Token()
-	if err != nil {
-		if errors.Is(err, io.EOF) {
-			return nil, io.ErrUnexpectedEOF
-		}
-		return nil, err
+	s.ws()
+	if s.i >= len(s.data) {
+		return errInvalidJSON
 	}
-	d, ok := tok.(json.Delim)
-	if !ok {
-		return tok, nil // string, json.Number, bool or nil
-	}
-	switch d {
+	switch s.data[s.i] {
 	case '{':
-		obj := map[string]any{}
-		for w.dec.More() {
-			kt, err := w.dec.Token()
-			if err != nil {
-				return nil, err
-			}
-			k, _ := kt.(string)
-			w.path = append(w.path, "."+k)
-			v, err := w.value(depth + 1)
-			if err != nil {
-				return nil, err
-			}
-			if _, seen := obj[k]; seen {
-				w.dups = append(w.dups, strings.Join(w.path, ""))
-			}
-			w.path = w.path[:len(w.path)-1]
-			obj[k] = v
-		}
-		if _, err := w.dec.Token(); err != nil {
-			return nil, err
-		}
-		return obj, nil
+		return s.object(depth)
 	case '[':
-		arr := []any{}
-		for w.dec.More() {
-			w.path = append(w.path, "["+strconv.Itoa(len(arr))+"]")
-			v, err := w.value(depth + 1)
-			if err != nil {
-				return nil, err
+		s.i++
+		s.ws()
+		if s.i < len(s.data) && s.data[s.i] == ']' {
+			s.i++
+			return nil
+		}
+		for n := 0; ; n++ {
+			s.path = append(s.path, pathStep{index: n})
+			if err := s.value(depth + 1); err != nil {
+				return err
 			}
-			w.path = w.path[:len(w.path)-1]
-			arr = append(arr, v)
+			s.path = s.path[:len(s.path)-1]
+			s.ws()
+			if s.i >= len(s.data) {
+				return errInvalidJSON
+			}
+			c := s.data[s.i]
+			s.i++
+			if c == ']' {
+				return nil
+			}
 		}
-		if _, err := w.dec.Token(); err != nil {
-			return nil, err
+	case '"':
+		_, err := s.str()
+		return err
+	default:
+		for s.i < len(s.data) && !strings.ContainsRune(",]} \t\n\r", rune(s.data[s.i])) {
+			s.i++
 		}
-		return arr, nil
+		return nil
 	}
-	return nil, errors.New("unexpected " + d.String())
+}
+
+func (s *dupScanner) object(depth int) error {
+	s.i++ // {
+	var keys [][]byte
+	for {
+		s.ws()
+		if s.i >= len(s.data) {
+			return errInvalidJSON
+		}
+		if s.data[s.i] == '}' {
+			s.i++
+			return nil
+		}
+		if s.data[s.i] == ',' {
+			s.i++
+			continue
+		}
+		k, err := s.str()
+		if err != nil {
+			return err
+		}
+		s.ws()
+		s.i++ // :
+		s.path = append(s.path, pathStep{key: k, index: -1})
+		if err := s.value(depth + 1); err != nil {
+			return err
+		}
+		for _, prev := range keys {
+			if bytes.Equal(prev, k) {
+				s.dups = append(s.dups, s.dupKey())
+				break
+			}
+		}
+		keys = append(keys, k)
+		s.path = s.path[:len(s.path)-1]
+	}
+}
+
+// str reads a string at s.i and returns its unescaped bytes.
+func (s *dupScanner) str() ([]byte, error) {
+	start := s.i
+	s.i++ // opening quote
+	escaped := false
+	for s.i < len(s.data) {
+		switch s.data[s.i] {
+		case '\\':
+			escaped = true
+			s.i += 2
+			continue
+		case '"':
+			s.i++
+			raw := s.data[start:s.i]
+			if !escaped {
+				return raw[1 : len(raw)-1], nil
+			}
+			var out string
+			if err := json.Unmarshal(raw, &out); err != nil {
+				return nil, errInvalidJSON
+			}
+			return []byte(out), nil
+		}
+		s.i++
+	}
+	return nil, errInvalidJSON
+}
+
+func (s *dupScanner) dupKey() dupKey {
+	var raw, shown strings.Builder
+	raw.WriteString(s.prefix)
+	shown.WriteString(s.prefix)
+	for _, st := range s.path {
+		if st.index >= 0 {
+			idx := "[" + strconv.Itoa(st.index) + "]"
+			raw.WriteString(idx)
+			shown.WriteString(idx)
+			continue
+		}
+		raw.WriteByte('.')
+		raw.Write(st.key)
+		shown.WriteByte('.')
+		shown.WriteString(displayKey(string(st.key)))
+	}
+	return dupKey{raw.String(), shown.String()}
 }
