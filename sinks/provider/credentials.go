@@ -35,13 +35,13 @@ func (s Secret) Reveal() string { return s.v }
 // IsZero reports whether the secret is empty.
 func (s Secret) IsZero() bool { return s.v == "" }
 
-func (Secret) String() string                { return redacted }
-func (Secret) GoString() string              { return redacted }
-func (Secret) LogValue() slog.Value          { return slog.StringValue(redacted) }
-func (Secret) Format(f fmt.State, _ rune)    { _, _ = io.WriteString(f, redacted) }
-func (Secret) MarshalJSON() ([]byte, error)  { return []byte(`"` + redacted + `"`), nil }
-func (Secret) MarshalText() ([]byte, error)  { return []byte(redacted), nil }
-func (Secret) MarshalYAML() (any, error)     { return redacted, nil }
+func (Secret) String() string               { return redacted }
+func (Secret) GoString() string             { return redacted }
+func (Secret) LogValue() slog.Value         { return slog.StringValue(redacted) }
+func (Secret) Format(f fmt.State, _ rune)   { _, _ = io.WriteString(f, redacted) }
+func (Secret) MarshalJSON() ([]byte, error) { return []byte(`"` + redacted + `"`), nil }
+func (Secret) MarshalText() ([]byte, error) { return []byte(redacted), nil }
+func (Secret) MarshalYAML() (any, error)    { return redacted, nil }
 func (s *Secret) UnmarshalYAML(n *yaml.Node) error {
 	if n.Kind != yaml.ScalarNode || n.ShortTag() != "!!str" {
 		return fmt.Errorf("line %d: a secret must be a string", n.Line)

@@ -1,0 +1,194 @@
+package provider_test
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gatehouse/gatehouse/broker"
+	"github.com/gatehouse/gatehouse/broker/embedded"
+	"github.com/gatehouse/gatehouse/broker/journal"
+	"github.com/gatehouse/gatehouse/policy"
+	"github.com/gatehouse/gatehouse/sinks/provider"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+const honest = `{"invoice":"INV-7","iban":"` + supplierIBAN + `","amount":"1200.00","payee":"Acme Supplies","currency":"EUR"}`
+
+func payment(iban, amount, payee string) string {
+	return `{"invoice":"INV-7","iban":"` + iban + `","amount":"` + amount + `","payee":"` + payee + `","currency":"EUR"}`
+}
+
+// readBoth reads the invoice and its supplier through Gatehouse.
+func (s *setup) readBoth(t testing.TB, run string) {
+	t.Helper()
+	mustAllow(t, s.call(t, run, policy.OriginShipped, get("/invoices/INV-7")))
+	mustAllow(t, s.call(t, run, policy.OriginShipped, get("/suppliers/S-1")))
+}
+
+// TestGroundingAttacks: each attack the reference names is refused in
+// strict mode and nothing reaches /payments; the honest payment goes
+// through citing both records, and verify checks the citations.
+func TestGroundingAttacks(t *testing.T) {
+	s := start(t, policy.ModeStrict, opts{grounding: groundingYAML})
+	for _, tc := range []struct {
+		name string
+		prep func(t *testing.T, run string)
+		body string
+		want string // in a failure
+	}{
+		{"IBAN planted in the invoice notes", nil, payment(attackerIBAN, "1200.00", "Acme Supplies"), "iban"},
+		{"changed-banks message in the task", nil, payment(messageIBAN, "1200.00", "Acme Supplies"), "iban"},
+		{"amount above the amount due", nil, payment(supplierIBAN, "1200.01", "Acme Supplies"), "amount"},
+		{"lookalike supplier name", nil, payment(supplierIBAN, "1200.00", "Аcme Supplies"), "payee"}, // Cyrillic А
+		{"field sent twice", nil, `{"invoice":"INV-7","iban":"` + supplierIBAN + `","iban":"` + attackerIBAN + `","amount":"1","payee":"Acme Supplies","currency":"EUR"}`, "twice"},
+		{"extra field", nil, `{"invoice":"INV-7","iban":"` + supplierIBAN + `","amount":"1","payee":"Acme Supplies","currency":"EUR","bcc_iban":"` + attackerIBAN + `"}`, "bcc_iban"},
+		{"two records for one selector", func(t *testing.T, run string) {
+			s.erp.setSupplier("S-1", "iban", attackerIBAN)
+			mustAllow(t, s.call(t, run, policy.OriginShipped, get("/suppliers/S-1")))
+			s.erp.setSupplier("S-1", "iban", supplierIBAN)
+		}, honest, "supplier"},
+		{"stale record", func(t *testing.T, run string) { s.clock.Advance(301 * time.Second) }, honest, "old"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			run := s.open(t, "ada")
+			if tc.prep != nil && strings.HasPrefix(tc.name, "two") {
+				tc.prep(t, run)
+			}
+			s.readBoth(t, run)
+			if tc.prep != nil && !strings.HasPrefix(tc.name, "two") {
+				tc.prep(t, run)
+				defer s.clock.Advance(-301 * time.Second)
+			}
+			before := s.erp.count("POST", "/payments")
+			r := s.call(t, run, policy.OriginShipped, pay(tc.body))
+			mustRefuse(t, r, policy.RefuseUngrounded)
+			if s.erp.count("POST", "/payments") != before {
+				t.Fatal("an ungrounded payment reached /payments")
+			}
+			d := s.decision(t, run, r.Effect)
+			if d.Rule != "grounding:supplier-payment" || len(d.Reasons) == 0 || !strings.Contains(strings.ToLower(d.Reasons[0].Detail), tc.want) {
+				t.Fatalf("recorded %+v", d)
+			}
+		})
+	}
+
+	t.Run("read after the workflow wrote to the record", func(t *testing.T) {
+		run := s.open(t, "ada")
+		r := s.call(t, run, policy.OriginShipped, map[string]any{"provider": "erp", "method": "PATCH", "path": "/suppliers/S-1",
+			"atom": "erp.suppliers.update", "body": json.RawMessage(`{"iban":"` + attackerIBAN + `"}`)})
+		mustAllow(t, r)
+		defer s.erp.setSupplier("S-1", "iban", supplierIBAN)
+		s.readBoth(t, run)
+		before := s.erp.count("POST", "/payments")
+		r = s.call(t, run, policy.OriginShipped, pay(payment(attackerIBAN, "1200.00", "Acme Supplies")))
+		mustRefuse(t, r, policy.RefuseUngrounded)
+		if s.erp.count("POST", "/payments") != before {
+			t.Fatal("reached /payments")
+		}
+		if d := s.decision(t, run, r.Effect); !strings.Contains(d.Reasons[0].Detail, "wrote") {
+			t.Fatalf("refused for another reason: %s", d.Reasons[0].Detail)
+		}
+	})
+
+	t.Run("the honest payment", func(t *testing.T) {
+		run := s.open(t, "ada")
+		s.readBoth(t, run)
+		before := s.erp.payCount()
+		r := s.call(t, run, policy.OriginShipped, pay(honest))
+		mustAllow(t, r)
+		if s.erp.payCount() != before+1 {
+			t.Fatal("the honest payment did not reach the ERP")
+		}
+		d := s.decision(t, run, r.Effect)
+		if len(d.Citations) != 2 || !strings.HasPrefix(d.Citations[0].Path, "erp:/invoices/INV-7") || d.Citations[1].Path != "erp:/suppliers/S-1" || d.Citations[0].Run != run {
+			t.Fatalf("citations %+v", d.Citations)
+		}
+		for _, c := range d.Citations {
+			found := false
+			for _, ev := range s.env.Events(t, run) {
+				if ev.Type == journal.TypeOutcome && ev.Effect == c.Effect && strings.Contains(string(ev.Data), c.Digest) {
+					found = true
+				}
+			}
+			if !found {
+				t.Fatalf("citation %+v names no recorded outcome", c)
+			}
+		}
+	})
+	s.env.Verify(t) // checks every citation
+	if journalHolds(t, s.env.JournalDir, supplierIBAN) || journalHolds(t, s.env.JournalDir, notesSecret) {
+		t.Fatal("the journal holds a record's content")
+	}
+}
+
+// TestGroundingAcrossBrokers: the reads go through one broker, the payment
+// is decided by another with its own NATS connection and sink; they share
+// only NATS (journal, runs, the record bucket).
+func TestGroundingAcrossBrokers(t *testing.T) {
+	s := start(t, policy.ModeStrict, opts{grounding: groundingYAML})
+	nc, err := s.env.NS.Connect(embedded.RoleBroker)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, _ := jetstream.New(nc)
+	other := &setup{erp: s.erp, env: s.env, clock: s.clock, logs: &syncBuffer{}}
+	sinkB := newSinkOn(t, js, other, groundingYAML)
+	runs, err := broker.OpenKVRuns(ctxT(t), js, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := broker.New(broker.Config{Mode: policy.ModeStrict}, runs, broker.NewRecorder(js, 5*time.Second), s.env.Broker.Policy(), sinkB)
+	if err != nil {
+		t.Fatal(err)
+	}
+	propose := func(run string, p map[string]any) *broker.EffectReply {
+		raw, _ := json.Marshal(request(run, policy.OriginShipped, p))
+		return b.Propose(ctxT(t), policy.SinkProvider, raw)
+	}
+
+	run := s.open(t, "ada")
+	// Without the reads, broker B refuses.
+	mustRefuse(t, propose(run, pay(honest)), policy.RefuseUngrounded)
+	s.readBoth(t, run) // through broker A, over NATS
+	r := propose(run, pay(honest))
+	mustAllow(t, r)
+	if d := s.decision(t, run, r.Effect); len(d.Citations) != 2 {
+		t.Fatalf("citations %+v", d.Citations)
+	}
+	s.env.Verify(t)
+}
+
+func newSinkOn(t testing.TB, js jetstream.JetStream, s *setup, ground string) *provider.Sink {
+	t.Helper()
+	env := *s.env
+	env.JS = js
+	return newSink(t, &env, s, ground)
+}
+
+// TestGroundingReread: fresh: reread reads the records again through the
+// broker, so the payment cites the rereads, which are journaled.
+func TestGroundingReread(t *testing.T) {
+	rules := strings.Replace(groundingYAML, "    max_age_seconds: 300\n", "    fresh: reread\n", 1)
+	s := start(t, policy.ModeStrict, opts{grounding: rules})
+	run := s.open(t, "ada")
+	before := s.erp.count("GET", "")
+	r := s.call(t, run, policy.OriginShipped, pay(honest))
+	mustAllow(t, r)
+	if got := s.erp.count("GET", "") - before; got != 2 {
+		t.Fatalf("%d rereads reached the ERP, want 2", got)
+	}
+	d := s.decision(t, run, r.Effect)
+	if len(d.Citations) != 2 {
+		t.Fatalf("citations %+v", d.Citations)
+	}
+	s.env.Verify(t)
+
+	// A supplier changed at the ERP since: the reread sees the change.
+	s.erp.setSupplier("S-1", "iban", attackerIBAN)
+	defer s.erp.setSupplier("S-1", "iban", supplierIBAN)
+	mustRefuse(t, s.call(t, run, policy.OriginShipped, pay(honest)), policy.RefuseUngrounded)
+}

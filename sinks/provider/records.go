@@ -1,0 +1,261 @@
+package provider
+
+import (
+	"bytes"
+	"context"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/gatehouse/gatehouse/broker/subject"
+	"github.com/gatehouse/gatehouse/grounding"
+)
+
+// RecordStore keeps, per workflow, the provider responses grounding may
+// rely on and the first time the workflow wrote to each path. It is
+// shared by every broker process, so a read in one grounds a call decided
+// in another. Implementations are safe for concurrent use; Lookup returns
+// every record kept for a path, oldest first (two different reads of one
+// path are both returned, which grounding treats as ambiguous).
+type RecordStore interface {
+	grounding.Records
+	// Keep adds r to the records of workflow and returns once the store
+	// acknowledged it.
+	Keep(ctx context.Context, workflow string, r grounding.Record) error
+	// Wrote notes that workflow wrote to provider and path at at; only the
+	// first write is kept.
+	Wrote(ctx context.Context, workflow, provider, path string, at time.Time) error
+}
+
+// DefaultRecordAge is how long records and write marks are kept.
+const DefaultRecordAge = 24 * time.Hour
+
+// storedRecord is a record's metadata; the body follows it after a
+// newline, as received.
+type storedRecord struct {
+	Provider string             `json:"provider"`
+	Path     string             `json:"path"`
+	ReadAt   time.Time          `json:"read_at"`
+	Citation grounding.Citation `json:"citation"`
+}
+
+func encodeRecord(r grounding.Record) ([]byte, error) {
+	meta, err := json.Marshal(storedRecord{Provider: r.Provider, Path: r.Path, ReadAt: r.ReadAt.UTC(), Citation: r.Citation})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]byte, 0, len(meta)+1+len(r.Body))
+	out = append(append(append(out, meta...), '\n'), r.Body...)
+	return out, nil
+}
+
+func decodeRecord(b []byte) (grounding.Record, error) {
+	meta, body, ok := bytes.Cut(b, []byte("\n"))
+	if !ok {
+		return grounding.Record{}, errors.New("stored record has no metadata line")
+	}
+	var m storedRecord
+	if err := json.Unmarshal(meta, &m); err != nil {
+		return grounding.Record{}, fmt.Errorf("stored record: %w", err)
+	}
+	return grounding.Record{Provider: m.Provider, Path: m.Path, Body: body, ReadAt: m.ReadAt, Citation: m.Citation}, nil
+}
+
+func hx(s string) string { return hex.EncodeToString([]byte(s)) }
+
+// KVRecords keeps records in a JetStream KV bucket: every read of a path
+// is a revision of "r.<workflow>.<provider>.<path>" (each part
+// hex-encoded; the bucket keeps 64 revisions per key), the first write
+// mark is "w.<workflow>.<provider>.<path>". Entries expire after MaxAge.
+type KVRecords struct {
+	kv   jetstream.KeyValue
+	name string
+}
+
+var _ RecordStore = (*KVRecords)(nil)
+
+// OpenKVRecords creates or updates the bucket (subject.GroundingBucket by
+// default) and returns the store.
+func OpenKVRecords(ctx context.Context, js jetstream.JetStream, cfg KVConfig) (*KVRecords, error) {
+	if cfg.Bucket == "" {
+		cfg.Bucket = subject.GroundingBucket
+	}
+	kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+		Bucket: cfg.Bucket, Description: "Gatehouse grounding records: provider responses and write marks per workflow",
+		Storage: jetstream.FileStorage, Replicas: max(cfg.Replicas, 1), History: jetstream.KeyValueMaxHistory,
+		TTL: DefaultRecordAge,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("grounding bucket %s: %w", cfg.Bucket, err)
+	}
+	return &KVRecords{kv: kv, name: "jetstream kv " + cfg.Bucket}, nil
+}
+
+func (s *KVRecords) String() string { return s.name }
+
+func recKey(kind, workflow, provider, path string) string {
+	return kind + "." + hx(workflow) + "." + hx(provider) + "." + hx(path)
+}
+
+// Keep implements RecordStore.
+func (s *KVRecords) Keep(ctx context.Context, workflow string, r grounding.Record) error {
+	b, err := encodeRecord(r)
+	if err != nil {
+		return err
+	}
+	if _, err := s.kv.Put(ctx, recKey("r", workflow, r.Provider, r.Path), b); err != nil {
+		return fmt.Errorf("%s: keep: %w", s.name, err)
+	}
+	return nil
+}
+
+// Lookup implements grounding.Records.
+func (s *KVRecords) Lookup(ctx context.Context, workflow, provider, path string) ([]grounding.Record, error) {
+	hist, err := s.kv.History(ctx, recKey("r", workflow, provider, path))
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%s: lookup: %w", s.name, err)
+	}
+	out := make([]grounding.Record, 0, len(hist))
+	for _, e := range hist {
+		if e.Operation() != jetstream.KeyValuePut {
+			continue
+		}
+		r, err := decodeRecord(e.Value())
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", s.name, err)
+		}
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+// Wrote implements RecordStore.
+func (s *KVRecords) Wrote(ctx context.Context, workflow, provider, path string, at time.Time) error {
+	_, err := s.kv.Create(ctx, recKey("w", workflow, provider, path), []byte(at.UTC().Format(time.RFC3339Nano)))
+	if err != nil && !errors.Is(err, jetstream.ErrKeyExists) {
+		return fmt.Errorf("%s: write mark: %w", s.name, err)
+	}
+	return nil
+}
+
+// WrittenAt implements grounding.Records: the first write, or the zero
+// time when the workflow never wrote to the path.
+func (s *KVRecords) WrittenAt(ctx context.Context, workflow, provider, path string) (time.Time, error) {
+	e, err := s.kv.Get(ctx, recKey("w", workflow, provider, path))
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return time.Time{}, nil
+	}
+	if err != nil {
+		return time.Time{}, fmt.Errorf("%s: write mark: %w", s.name, err)
+	}
+	return time.Parse(time.RFC3339Nano, string(e.Value()))
+}
+
+// RedisRecords keeps records in Redis: a list per path under Prefix +
+// "r:<workflow>:<provider>:<path>" and the first write mark under Prefix +
+// "w:...", each part hex-encoded, expiring after DefaultRecordAge. Close
+// closes its connections.
+type RedisRecords struct {
+	rdb    *redis.Client
+	prefix string
+	name   string
+}
+
+var _ RecordStore = (*RedisRecords)(nil)
+
+// RedisConfig configures OpenRedisRecords.
+type RedisConfig struct {
+	URL    string // redis://[user:password@]host:port[/db]
+	Prefix string // "" is "gatehouse:grounding:"
+}
+
+// OpenRedisRecords connects to Redis and checks it answers PING.
+func OpenRedisRecords(ctx context.Context, cfg RedisConfig) (*RedisRecords, error) {
+	opt, err := redis.ParseURL(cfg.URL)
+	if err != nil {
+		return nil, fmt.Errorf("redis URL: %w", err)
+	}
+	if cfg.Prefix == "" {
+		cfg.Prefix = "gatehouse:grounding:"
+	}
+	s := &RedisRecords{rdb: redis.NewClient(opt), prefix: cfg.Prefix, name: "redis " + opt.Addr}
+	if err := s.rdb.Ping(ctx).Err(); err != nil {
+		_ = s.rdb.Close()
+		return nil, fmt.Errorf("%s: %w", s.name, err)
+	}
+	return s, nil
+}
+
+// Close closes the connections.
+func (s *RedisRecords) Close() error { return s.rdb.Close() }
+
+func (s *RedisRecords) String() string { return s.name }
+
+func (s *RedisRecords) key(kind, workflow, provider, path string) string {
+	return s.prefix + kind + ":" + hx(workflow) + ":" + hx(provider) + ":" + hx(path)
+}
+
+// Keep implements RecordStore.
+func (s *RedisRecords) Keep(ctx context.Context, workflow string, r grounding.Record) error {
+	b, err := encodeRecord(r)
+	if err != nil {
+		return err
+	}
+	k := s.key("r", workflow, r.Provider, r.Path)
+	_, err = s.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		p.RPush(ctx, k, b)
+		p.Expire(ctx, k, DefaultRecordAge)
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("%s: keep: %w", s.name, err)
+	}
+	return nil
+}
+
+// Lookup implements grounding.Records.
+func (s *RedisRecords) Lookup(ctx context.Context, workflow, provider, path string) ([]grounding.Record, error) {
+	items, err := s.rdb.LRange(ctx, s.key("r", workflow, provider, path), 0, -1).Result()
+	if err != nil {
+		return nil, fmt.Errorf("%s: lookup: %w", s.name, err)
+	}
+	out := make([]grounding.Record, 0, len(items))
+	for _, it := range items {
+		r, err := decodeRecord([]byte(it))
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", s.name, err)
+		}
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+// Wrote implements RecordStore.
+func (s *RedisRecords) Wrote(ctx context.Context, workflow, provider, path string, at time.Time) error {
+	err := s.rdb.SetArgs(ctx, s.key("w", workflow, provider, path), at.UTC().Format(time.RFC3339Nano),
+		redis.SetArgs{Mode: "NX", TTL: DefaultRecordAge}).Err()
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return fmt.Errorf("%s: write mark: %w", s.name, err)
+	}
+	return nil
+}
+
+// WrittenAt implements grounding.Records.
+func (s *RedisRecords) WrittenAt(ctx context.Context, workflow, provider, path string) (time.Time, error) {
+	v, err := s.rdb.Get(ctx, s.key("w", workflow, provider, path)).Result()
+	if errors.Is(err, redis.Nil) {
+		return time.Time{}, nil
+	}
+	if err != nil {
+		return time.Time{}, fmt.Errorf("%s: write mark: %w", s.name, err)
+	}
+	return time.Parse(time.RFC3339Nano, v)
+}
