@@ -23,6 +23,7 @@ import (
 	"github.com/gatehouse/gatehouse/broker/journal"
 	"github.com/gatehouse/gatehouse/broker/subject"
 	"github.com/gatehouse/gatehouse/dashboard"
+	"github.com/gatehouse/gatehouse/grounding"
 	"github.com/gatehouse/gatehouse/policy"
 	"github.com/gatehouse/gatehouse/sandbox"
 	"github.com/gatehouse/gatehouse/sinks/artifact"
@@ -31,6 +32,7 @@ import (
 	"github.com/gatehouse/gatehouse/sinks/output"
 	"github.com/gatehouse/gatehouse/sinks/peer"
 	"github.com/gatehouse/gatehouse/sinks/process"
+	"github.com/gatehouse/gatehouse/sinks/provider"
 	"github.com/gatehouse/gatehouse/sinks/workspace"
 	"github.com/gatehouse/gatehouse/web"
 )
@@ -65,6 +67,9 @@ type serveConfig struct {
 	sandboxTiers listFlag
 	sandboxUID   int
 
+	providers     string
+	credentials   string
+	grounding     string
 	artifactStore string
 	artifactDir   string
 	workspaceRoot string
@@ -88,6 +93,9 @@ func serveFlags(env *cliEnv, c *serveConfig) *flagSet {
 	fs.Var(&c.agents, "agents", "agents that get a NATS credential of their own (embedded NATS): each may read only its own peer messages and replies")
 	fs.Var(&c.sandboxTiers, "sandbox-tiers", "sandbox tiers to try, in order (default bubblewrap,namespaces,landlock,unconfined; 'unconfined' alone forces it)")
 	fs.intVar(&c.sandboxUID, "sandbox-uid", 65534, "the unprivileged uid sandboxed programs run as")
+	fs.stringVar(&c.providers, "providers", "", "provider catalogue (YAML or JSON): providers and integrations; without it the provider sink is off")
+	fs.stringVar(&c.credentials, "credentials", "", "people's provider credentials (YAML, mode 0600); default: the JetStream KV credential store")
+	fs.stringVar(&c.grounding, "grounding", "", "grounding rules file (YAML or JSON)")
 	fs.stringVar(&c.artifactStore, "artifact-store", "objectstore", "where artifacts are kept: objectstore (NATS), dir (--artifact-dir) or redis (--redis-url)")
 	fs.stringVar(&c.artifactDir, "artifact-dir", "", "the folder for --artifact-store dir")
 	fs.stringVar(&c.workspaceRoot, "workspace-root", "", "where the workspace sink writes agents' files (default DATA_DIR/workspaces)")
@@ -162,6 +170,14 @@ func cmdServe(ctx context.Context, env *cliEnv, args []string) error {
 		return err
 	}
 	defer stores.close()
+	prov, err := openProvider(ctx, js, &c, log)
+	if err != nil {
+		return err
+	}
+	if prov != nil {
+		defer prov.Close()
+		stores.extra = append(stores.extra, prov)
+	}
 	sbCfg, err := sandboxConfig(c.sandboxTiers, c.sandboxUID)
 	if err != nil {
 		return err
@@ -183,11 +199,14 @@ func cmdServe(ctx context.Context, env *cliEnv, args []string) error {
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	b, err := broker.New(broker.Config{Mode: mode, Logger: log, Metrics: broker.NewMetrics(reg)},
 		runs, broker.NewRecorder(js, 0), pol,
-		out, peers, code.New(sb, code.Config{}), process.New(process.Config{}), stores.artifact, stores.workspace, stores.memory)
+		append([]broker.Sink{out, peers, code.New(sb, code.Config{}), process.New(process.Config{})}, stores.all()...)...)
 	if err != nil {
 		return err
 	}
 	peers.Bind(b)
+	if prov != nil {
+		prov.RouteRereads(b)
+	}
 	svc, err := broker.Serve(nc, b, broker.ServiceConfig{})
 	if err != nil {
 		return err
@@ -317,7 +336,13 @@ type stores struct {
 	artifact  *artifact.Sink
 	workspace *workspace.Sink
 	memory    *memory.Sink
+	extra     []broker.Sink
 	closers   []func() error
+}
+
+// all returns the sinks to serve.
+func (s *stores) all() []broker.Sink {
+	return append([]broker.Sink{s.artifact, s.workspace, s.memory}, s.extra...)
 }
 
 func (s *stores) close() {
@@ -392,6 +417,44 @@ func openStores(ctx context.Context, js jetstream.JetStream, c *serveConfig) (*s
 	}
 	s.memory = memory.New(ms, memory.Config{})
 	return s, nil
+}
+
+// openProvider builds the provider sink when a catalogue is given. Broken
+// grounding rules do not stop serve: every provider call is then refused
+// (fail closed) and the log says why.
+func openProvider(ctx context.Context, js jetstream.JetStream, c *serveConfig, log *slog.Logger) (*provider.Sink, error) {
+	if c.providers == "" {
+		if c.grounding != "" || c.credentials != "" {
+			return nil, usageError("--grounding and --credentials need --providers")
+		}
+		return nil, nil
+	}
+	cat, err := provider.LoadCatalogue(c.providers)
+	if err != nil {
+		return nil, fmt.Errorf("--providers: %w", err)
+	}
+	cfg := provider.Config{Catalogue: cat, Logger: log}
+	if c.credentials != "" {
+		if cfg.Credentials, err = provider.LoadCredentials(c.credentials); err != nil {
+			return nil, fmt.Errorf("--credentials: %w", err)
+		}
+	} else if cfg.Credentials, err = provider.OpenKVCredentials(ctx, js, provider.KVConfig{Replicas: c.replicas}); err != nil {
+		return nil, fmt.Errorf("credential store: %w", err)
+	}
+	if c.grounding != "" {
+		rules, err := grounding.Load(c.grounding)
+		if err != nil {
+			log.Error("grounding rules could not be read: every provider call is refused until they are fixed", "file", c.grounding, "err", err)
+			rules = grounding.Unreadable(c.grounding, err)
+		}
+		cfg.Grounding = rules
+		if c.redisURL != "" {
+			if cfg.Records, err = provider.OpenRedisRecords(ctx, provider.RedisConfig{URL: c.redisURL}); err != nil {
+				return nil, fmt.Errorf("--redis-url: %w", err)
+			}
+		}
+	}
+	return provider.New(ctx, js, cfg)
 }
 
 // waitDrained waits until the journal consumer has nothing pending, or ctx
