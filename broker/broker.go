@@ -2,6 +2,8 @@ package broker
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -142,7 +144,7 @@ func (b *Broker) Open(ctx context.Context, w *OpenWork) (*Run, error) {
 	now := b.now().UTC()
 	r := &Run{
 		ID: NewRunID(now), For: policy.Principal{Tenant: w.Tenant, Person: w.Person},
-		Mandate: w.Mandate, Scopes: w.Scopes, Agent: w.Agent, Opened: now,
+		Mandate: w.Mandate, Scopes: w.Scopes, Agent: w.Agent, Input: w.Input, Opened: now,
 	}
 	if r.Scopes == nil {
 		r.Scopes = []string{}
@@ -153,6 +155,7 @@ func (b *Broker) Open(ctx context.Context, w *OpenWork) (*Run, error) {
 	if b.mode != policy.ModeOff {
 		ev, err := b.event(r.ID, journal.TypeRunOpen, "", journal.RunOpen{
 			ActingFor: r.For, Mandate: r.Mandate, MandateDigest: r.MandateDigest, Scopes: r.Scopes, Agent: r.Agent,
+			InputDigest: digestOf(r.Input),
 		})
 		if err != nil {
 			return nil, err
@@ -344,6 +347,15 @@ func outcomeOf(v policy.Verdict) journal.Outcome {
 	default:
 		return journal.OutcomeRefused
 	}
+}
+
+// digestOf is "sha256:<hex>" of b, "" for none.
+func digestOf(b []byte) string {
+	if b == nil {
+		return ""
+	}
+	sum := sha256.Sum256(b)
+	return "sha256:" + hex.EncodeToString(sum[:])
 }
 
 func nonNil(s []string) []string {

@@ -97,12 +97,13 @@ func (b *Broker) OpenChild(ctx context.Context, parent, agent string) (*Run, err
 	}
 	c := &Run{
 		ID: NewRunID(now), For: p.For, Mandate: copyMandate(p.Mandate), MandateDigest: p.MandateDigest,
-		Scopes: slices.Clone(nonNil(p.Scopes)), Agent: agent, Opened: now,
+		Scopes: slices.Clone(nonNil(p.Scopes)), Agent: agent, Input: p.Input, Opened: now,
 		Parent: p.ID, Root: root, Depth: p.Depth + 1,
 	}
 	if b.mode != policy.ModeOff {
 		ev, err := b.event(c.ID, journal.TypeRunOpen, "", journal.RunOpen{
 			ActingFor: c.For, Mandate: c.Mandate, MandateDigest: c.MandateDigest, Scopes: c.Scopes, Agent: c.Agent, Parent: c.Parent,
+			InputDigest: digestOf(c.Input),
 		})
 		if err != nil {
 			return nil, err

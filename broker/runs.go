@@ -27,8 +27,11 @@ type Run struct {
 	MandateDigest string           `json:"mandate_digest,omitempty"`
 	Scopes        []string         `json:"scopes"`
 	Agent         string           `json:"agent,omitempty"`
-	Opened        time.Time        `json:"opened"`
-	Closed        bool             `json:"closed,omitempty"`
+	// Input is the application's structured input (a JSON object), kept
+	// verbatim so numbers stay exact; sub-runs share it.
+	Input  json.RawMessage `json:"input,omitempty"`
+	Opened time.Time       `json:"opened"`
+	Closed bool            `json:"closed,omitempty"`
 
 	// Parent is the run this one was delegated from, Root the first run
 	// of the work and Depth the number of delegations from it; all three

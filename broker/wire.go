@@ -23,7 +23,14 @@ type OpenWork struct {
 	Mandate *policy.Mandate `json:"mandate,omitempty"`
 	Scopes  []string        `json:"scopes,omitempty"`
 	Agent   string          `json:"agent,omitempty"`
+	// Input is the caller's structured input for the work (a JSON object):
+	// grounding rules with selectors_from: [input] take their selectors
+	// from it, so an agent can never choose which record is pinned.
+	Input json.RawMessage `json:"input,omitempty"`
 }
+
+// MaxInputBytes bounds OpenWork.Input.
+const MaxInputBytes = 64 << 10
 
 // OpenWorkReply answers OpenWork.
 type OpenWorkReply struct {
@@ -64,6 +71,7 @@ type EffectRequest struct {
 	Mandate   json.RawMessage `json:"mandate,omitempty"`
 	Scopes    json.RawMessage `json:"scopes,omitempty"`
 	Agent     json.RawMessage `json:"agent,omitempty"`
+	Input     json.RawMessage `json:"input,omitempty"`
 }
 
 // EffectReply answers an EffectRequest.
@@ -125,7 +133,7 @@ func DecodeEffectRequest(data []byte) (*EffectRequest, error) {
 	}
 	for name, v := range map[string]json.RawMessage{
 		"acting_for": r.ActingFor, "tenant": r.Tenant, "person": r.Person,
-		"mandate": r.Mandate, "scopes": r.Scopes, "agent": r.Agent,
+		"mandate": r.Mandate, "scopes": r.Scopes, "agent": r.Agent, "input": r.Input,
 	} {
 		if v != nil {
 			return nil, fmt.Errorf("%w: %q: an agent cannot name or change whom work is for", ErrForbiddenField, name)
@@ -165,6 +173,14 @@ func DecodeOpenWork(data []byte) (*OpenWork, error) {
 	}
 	if err := checkName("agent", w.Agent, false); err != nil {
 		return nil, err
+	}
+	if w.Input != nil {
+		if len(w.Input) > MaxInputBytes {
+			return nil, fmt.Errorf("%w: input is %d bytes, the limit is %d", ErrBadRequest, len(w.Input), MaxInputBytes)
+		}
+		if t := bytes.TrimLeft(w.Input, " \t\r\n"); len(t) == 0 || t[0] != '{' {
+			return nil, fmt.Errorf("%w: input must be a JSON object", ErrBadRequest)
+		}
 	}
 	for _, s := range w.Scopes {
 		if err := checkName("scope", s, true); err != nil {

@@ -67,6 +67,7 @@ func TestDecodeEffectRequest(t *testing.T) {
 		"person null":    {`{"run":"` + run + `","action":"a","person":null}`, ErrForbiddenField},
 		"acting_for":     {`{"run":"` + run + `","action":"a","acting_for":{"tenant":"x"}}`, ErrForbiddenField},
 		"scopes":         {`{"run":"` + run + `","action":"a","scopes":["admin"]}`, ErrForbiddenField},
+		"input":          {`{"run":"` + run + `","action":"a","input":{"invoice":"INV-9"}}`, ErrForbiddenField},
 		"oversized":      {`{"run":"` + run + `","action":"a","params":"` + strings.Repeat("x", MaxRequestBytes) + `"}`, ErrBadRequest},
 		"bad origin":     {`{"run":"` + run + `","action":"a","origin":"god"}`, ErrBadRequest},
 		"run traversal":  {`{"run":"r_../x","action":"a"}`, ErrBadRequest},
@@ -99,6 +100,8 @@ func TestDecodeOpenWork(t *testing.T) {
 		"empty scope":    `{"tenant":"acme","person":"ada","scopes":[""]}`,
 		"long person":    `{"tenant":"acme","person":"` + strings.Repeat("p", 129) + `"}`,
 		"newline person": `{"tenant":"acme","person":"a\nb"}`,
+		"input array":    `{"tenant":"acme","person":"ada","input":[1]}`,
+		"input string":   `{"tenant":"acme","person":"ada","input":"x"}`,
 	} {
 		if _, err := DecodeOpenWork([]byte(body)); !errors.Is(err, ErrBadRequest) {
 			t.Errorf("%s: err = %v, want ErrBadRequest", name, err)

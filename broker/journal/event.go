@@ -50,6 +50,9 @@ type RunOpen struct {
 	Scopes        []string         `json:"scopes"`
 	Agent         string           `json:"agent,omitempty"`
 	Parent        string           `json:"parent,omitempty"` // the run this one was delegated from
+	// InputDigest is the digest of the caller's structured input, which is
+	// kept out of the journal.
+	InputDigest string `json:"input_digest,omitempty"`
 }
 
 // Decision is the Data of a policy.decision event. It names what was

@@ -91,6 +91,7 @@ func cmdWorkOpen(ctx context.Context, env *cliEnv, args []string) error {
 		scopes, mSystems, mScopes listFlag
 		mEffects                  listFlag
 		mExpires                  string
+		input                     string
 	)
 	fs := newEnvFlags(env, "work open", workUsage)
 	cf.register(fs)
@@ -101,6 +102,7 @@ func cmdWorkOpen(ctx context.Context, env *cliEnv, args []string) error {
 	fs.Var(&mSystems, "mandate-systems", "mandate: the systems handed over (providers or sinks)")
 	fs.Var(&mEffects, "mandate-effects", "mandate: the effects handed over (read, write, destructive, notify)")
 	fs.Var(&mScopes, "mandate-scopes", "mandate: the scopes handed over")
+	fs.StringVar(&input, "input", "", "the caller's structured input, a JSON object (grounding rules with selectors_from: [input] read it)")
 	fs.StringVar(&mExpires, "mandate-expires", "", "mandate: expiry, RFC 3339 time or a duration from now (2h)")
 	if _, err := fs.parse(args); err != nil {
 		return err
@@ -109,6 +111,12 @@ func cmdWorkOpen(ctx context.Context, env *cliEnv, args []string) error {
 		return usageError("--tenant and --person are required")
 	}
 	w.Scopes = scopes
+	if input != "" {
+		if !json.Valid([]byte(input)) {
+			return usageError("--input is not JSON")
+		}
+		w.Input = json.RawMessage(input)
+	}
 	if len(mSystems)+len(mEffects)+len(mScopes) > 0 || mExpires != "" {
 		m := &policy.Mandate{Systems: mSystems, Scopes: mScopes}
 		for _, e := range mEffects {

@@ -1,6 +1,7 @@
 package provider
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -42,10 +43,10 @@ import (
 //     same run (origin runtime), so it is decided, journaled and kept like
 //     any read, and its citation verifies. Without it rules that need a
 //     reread get no Reread and refuse.
-//   - Caller input (selectors_from: [input]). broker.Run has no field for
-//     the application's structured input yet, and taking it from the
-//     agent's params would let the model choose it, so Input.Caller is
-//     nil: rules that take selectors from the input refuse.
+//   - Caller input (selectors_from: [input]) is the run's Input, given by
+//     the application when it opened the work (sub-runs share it), never
+//     taken from the agent's params. A run without input gives rules that
+//     need it nothing, and they refuse.
 //
 // Records are in the RecordStore shared by every broker (JetStream KV by
 // default, Redis when configured), so a read decided in one broker process
@@ -73,12 +74,27 @@ func workflow(run *broker.Run) string {
 	return run.ID
 }
 
+// callerInput decodes the run's input with numbers kept exact; an input
+// that cannot be decoded gives nothing (rules that need it refuse).
+func callerInput(run *broker.Run) map[string]any {
+	if len(run.Input) == 0 {
+		return nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(run.Input))
+	dec.UseNumber()
+	var in map[string]any
+	if dec.Decode(&in) != nil {
+		return nil
+	}
+	return in
+}
+
 func (s *Sink) ground(ctx context.Context, run *broker.Run, c *call, prop *broker.Proposal) error {
 	in := grounding.Input{
 		Workflow: workflow(run),
 		Call: grounding.Call{Provider: c.prov.Name, Method: c.method, Path: c.path, Query: c.query,
 			Body: c.body, ContentType: c.contentType},
-		Caller:  nil, // see above: no run input exists yet
+		Caller:  callerInput(run),
 		Now:     s.now(),
 		Records: s.records,
 	}
