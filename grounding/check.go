@@ -51,8 +51,9 @@ type Record struct {
 type Records interface {
 	// Lookup returns every record read at exactly that path, in any order.
 	Lookup(ctx context.Context, workflow, provider, path string) ([]Record, error)
-	// WrittenAt returns when this workflow last sent a mutating call to
-	// that path; the zero time if it never did.
+	// WrittenAt returns when this workflow first sent a mutating call to
+	// that path; the zero time if it never did. (The first, not the last:
+	// a record read between two writes still shows the first one.)
 	WrittenAt(ctx context.Context, workflow, provider, path string) (time.Time, error)
 }
 

@@ -112,7 +112,7 @@
 //     finds the records read at exactly that path (Records.Lookup, or one
 //     Reread); fails when there is none, when records with different
 //     digests answer it (the same response read twice is fine), when any
-//     of them was read at or after the time this workflow last wrote to
+//     of them was read at or after the time this workflow first wrote to
 //     that path (Records.WrittenAt; a record read after the run's own
 //     write may show the run's change, so it grounds nothing, while one
 //     read before the write is still a record the run did not shape), when
