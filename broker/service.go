@@ -36,7 +36,8 @@ type ServiceConfig struct {
 	MaxInFlight int
 }
 
-// Serve registers the broker's endpoints on nc. Close stops it.
+// Serve registers the broker's endpoints on nc and returns once the NATS
+// server has them. Close stops it.
 func Serve(nc *nats.Conn, b *Broker, cfg ServiceConfig) (*Service, error) {
 	if cfg.MaxInFlight <= 0 {
 		cfg.MaxInFlight = 1024
@@ -70,6 +71,11 @@ func Serve(nc *nats.Conn, b *Broker, cfg ServiceConfig) (*Service, error) {
 		}); err != nil {
 			return nil, s.fail(err)
 		}
+	}
+	// Return only once the server holds the subscriptions, so a request
+	// made right after Serve finds the service.
+	if err := nc.Flush(); err != nil {
+		return nil, s.fail(err)
 	}
 	return s, nil
 }
