@@ -1,0 +1,125 @@
+package e2e
+
+import (
+	"encoding/json"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	natsserver "github.com/nats-io/nats-server/v2/server"
+
+	"github.com/gatehouse/gatehouse/broker"
+)
+
+// TestGroundingAcrossBrokerProcesses reads the records through one broker
+// process, stops it, and pays through another: the records are in the
+// shared store, so the second process grounds the payment on reads the
+// first one made, and still refuses the planted IBAN.
+func TestGroundingAcrossBrokerProcesses(t *testing.T) {
+	ns, err := natsserver.NewServer(&natsserver.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(), NoLog: true, NoSigs: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns.Start()
+	defer ns.Shutdown()
+	if !ns.ReadyForConnections(10 * time.Second) {
+		t.Fatal("nats-server not ready")
+	}
+	url := ns.ClientURL()
+	e := &erp{}
+	srv := httptest.NewServer(e)
+	defer srv.Close()
+	dir := t.TempDir()
+	write := func(name, text string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	cat := write("providers.yaml", `
+providers:
+  - {name: erp, base_url: `+srv.URL+`, auth: {type: bearer}}
+integrations:
+  - {name: erp.read, provider: erp, effect: read, origin: shipped}
+  - {name: erp.pay, provider: erp, effect: write, origin: shipped, operations: [{method: POST, template: /payments}]}
+`)
+	creds := write("credentials.yaml", "credentials:\n  - {tenant: acme, person: ada, provider: erp, token: tok-ada}\n")
+	rules := write("grounding.yaml", `
+grounding:
+  - name: supplier-payment
+    match: {provider: erp, method: POST, path: /payments}
+    bind:
+      - {name: invoice, read: {provider: erp, path: "/invoices/{id}"}, where: {id: request.json.invoice}}
+      - {name: supplier, read: {provider: erp, path: "/suppliers/{id}"}, where: {id: invoice.supplier_id}}
+    require:
+      - {field: request.json.iban, equals: supplier.iban, as: iban}
+      - {field: request.json.amount, at_most: invoice.amount_due, as: money}
+    other_fields: deny
+`)
+	jdir := filepath.Join(dir, "journal")
+	writer := exec.Command(bin, "writer", "--nats-url", url, "--journal-dir", jdir)
+	writer.Env = cleanEnv()
+	if err := writer.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = writer.Process.Kill(); _ = writer.Wait() }()
+	startBroker := func(name string) *server {
+		return serve(t, filepath.Join(dir, name), "--mode", "strict", "--nats-url", url, "--no-writer",
+			"--providers", cat, "--credentials", creds, "--grounding", rules)
+	}
+	call := func(run, params string) (broker.EffectReply, int) {
+		t.Helper()
+		r := gh(t, "effect", "provider", "--nats-url", url, "--run", run, "--action", "call", "--origin", "shipped", "--params", params, "--json")
+		var reply broker.EffectReply
+		if err := json.Unmarshal([]byte(r.stdout), &reply); err != nil {
+			t.Fatalf("%v: %s %s", err, r.stdout, r.stderr)
+		}
+		return reply, r.code
+	}
+
+	a := startBroker("a")
+	run := strings.TrimSpace(gh(t, "work", "open", "--nats-url", url, "--tenant", "acme", "--person", "ada").stdout)
+	for _, path := range []string{"/invoices/INV-7", "/suppliers/S-1"} {
+		if r, code := call(run, `{"provider":"erp","method":"GET","path":"`+path+`","atom":"erp.read"}`); code != 0 {
+			t.Fatalf("GET %s through broker a: %d %+v", path, code, r.Decision)
+		}
+	}
+	a.stop(t)
+
+	b := startBroker("b")
+	pay := func(iban string) string {
+		return `{"provider":"erp","method":"POST","path":"/payments","atom":"erp.pay","body":{"invoice":"INV-7","iban":"` + iban + `","amount":"1200.00"}}`
+	}
+	if r, code := call(run, pay("DE89370400440532013000")); code != 1 || r.Decision.Refusal != "ungrounded" {
+		t.Fatalf("planted IBAN through broker b: %d %+v", code, r.Decision)
+	}
+	if r, code := call(run, pay("GB82WEST12345698765432")); code != 0 || r.Decision.Outcome != "allowed" {
+		t.Fatalf("honest payment through broker b: %d %+v", code, r.Decision)
+	}
+	if got := e.paid(); len(got) != 1 {
+		t.Fatalf("payments: %q", got)
+	}
+	b.stop(t)
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		v := gh(t, "verify", "--json", jdir)
+		var rep struct {
+			OK     bool
+			Events int
+		}
+		_ = json.Unmarshal([]byte(v.stdout), &rep)
+		// open, 2 reads x3, ungrounded decision, payment x3
+		if rep.OK && rep.Events == 11 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("journal: %s", v.stdout)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
