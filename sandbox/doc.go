@@ -71,10 +71,31 @@
 // "memory" is reserved for a future cgroup memory limit and not set today. Go programs need a Memory limit of
 // several GiB, since the Go runtime reserves address space up front.
 //
+// # Descriptors and the gateway
+//
+// The program holds exactly stdin (the Spec's, else /dev/null), stdout and stderr (capture pipes) and, with
+// Spec.Gateway, fd 3 (requests, write) and fd 4 (replies, read), in every tier; verified by listing
+// /proc/self/fd inside each (gateway_test.go). The helper gets its config on fd 3, its status fd on 4, its own
+// binary on 5 (namespaces) and the gateway's ends on 6 and 7; before anything else it moves the status fd to 10
+// or above (close-on-exec; bwrap gets it without, and does not pass it to its child), puts the gateway's ends
+// on 3 and 4 (or closes 3 and 4), and marks every other descriptor from 5 up close-on-exec with
+// close_range(CLOSE_RANGE_CLOEXEC). That last step matters beyond the gateway: Go's exec closes only
+// close-on-exec descriptors, so any descriptor the broker process inherited without the flag (from a shell or
+// a supervisor) used to reach the program in every tier. bwrap keeps inherited descriptors by default and
+// closes its own (the seccomp pipe, the status fd); pivot_root, Landlock and the seccomp filter do not touch
+// open descriptors, and the landlock tier's ban on socket() does not concern pipes.
+//
+// The gateway is served on one goroutine per Run, one request at a time, in order: lines of at most
+// MaxGatewayLine bytes, each answered by exactly one line; an oversized, empty or non-JSON line is answered
+// with a BAD_REQUEST error reply (the broker's error shape) and never reaches Spec.Gateway. Serving ends when
+// the program closes fd 3, closes fd 4 (its next reply fails), or ends; a call in progress then finishes, the
+// lines not yet read are dropped, and Run returns once the goroutine has. A program that never reads its
+// replies blocks itself once the pipes fill, and ends at the wall limit.
+//
 // # Concurrency and ownership
 //
 // A Sandbox is immutable after Detect and safe for concurrent Runs. Every goroutine a Run or a self-test starts
-// (status reader, exit watcher, listener loops, exec's copiers) ends before it returns. Workspaces made by Run
+// (status reader, exit watcher, gateway server, listener loops, exec's copiers) ends before it returns. Workspaces made by Run
 // are removed when it returns; a given Workspace is kept, chowned to the sandbox uid, and written with symbolic
 // links refused, so a link left by an earlier run cannot redirect a host-side write.
 package sandbox

@@ -3,6 +3,7 @@ package sandbox
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -22,8 +23,9 @@ const HelperArg = "__gatehouse-sandbox-helper"
 // exits; otherwise it returns at once.
 //
 // The helper is started by Run as root (or as root of a fresh user namespace in the namespaces tier), reads
-// its config from fd 3, sets the tier up, writes "ok" on fd 4 (close-on-exec) and execs the program — or, in
-// the bubblewrap tier, bwrap, after switching to the sandbox uid.
+// its config from fd 3, arranges the program's descriptors (arrangeFDs), sets the tier up, writes "ok" on its
+// status fd (close-on-exec) and execs the program — or, in the bubblewrap tier, bwrap, after switching to the
+// sandbox uid.
 func MaybeHelper() {
 	if len(os.Args) < 3 || os.Args[1] != HelperArg {
 		return
@@ -39,30 +41,60 @@ func MaybeHelper() {
 	os.Exit(125)
 }
 
-type helperFailure struct{ status *os.File }
+// The helper's descriptors, as the host passes them (cmd.ExtraFiles, in this order). The helper moves the
+// status fd to fdStatusMin or above and the gateway's ends to GatewayOutFD and GatewayInFD before anything
+// else; see arrangeFDs.
+const (
+	fdConfig     = 3  // config in (JSON), read once
+	fdStatus     = 4  // status out: "ok" or "error: ...", then bwrap's --json-status-fd lines
+	fdHelperBin  = 5  // the helper binary, in the namespaces tier (executed through /proc/self/fd/5)
+	fdGatewayOut = 6  // the program's end of the request pipe, with Spec.Gateway
+	fdGatewayIn  = 7  // the program's end of the reply pipe, with Spec.Gateway
+	fdStatusMin  = 10 // where the status fd moves to
+)
+
+// helperFailure reports a failure of the helper on its status fd (raw writes: no *os.File owns it, so no
+// finalizer can close it behind the helper's back).
+type helperFailure struct{ status int }
 
 func (h helperFailure) fail(format string, args ...any) {
 	msg := strings.ReplaceAll(fmt.Sprintf(format, args...), "\n", " ")
-	fmt.Fprintf(h.status, "error: %s\n", msg)
+	unix.Write(h.status, []byte("error: "+msg+"\n"))
 	os.Exit(125)
+}
+
+// fdReader reads a descriptor with raw reads, so that no *os.File claims it.
+type fdReader int
+
+func (r fdReader) Read(p []byte) (int, error) {
+	for {
+		n, err := unix.Read(int(r), p)
+		switch {
+		case err == unix.EINTR:
+			continue
+		case err != nil:
+			return 0, err
+		case n == 0 && len(p) > 0:
+			return 0, io.EOF
+		}
+		return n, nil
+	}
 }
 
 func helperRun() {
 	// Credentials, capabilities, no_new_privs, Landlock and seccomp are per thread: everything is done on this
 	// thread and the exec happens from it, so the program inherits exactly this thread's state.
 	runtime.LockOSThread()
-	syscall.CloseOnExec(5) // the helper binary, in the namespaces tier
-	status := os.NewFile(4, "status")
-	h := helperFailure{status}
-	cfgFile := os.NewFile(3, "config")
+	h := helperFailure{fdStatus}
 	var hc helperConfig
-	if err := json.NewDecoder(cfgFile).Decode(&hc); err != nil {
+	if err := json.NewDecoder(fdReader(fdConfig)).Decode(&hc); err != nil {
 		h.fail("reading config: %v", err)
 	}
-	cfgFile.Close()
-	if hc.Mode != modeBwrap {
-		syscall.CloseOnExec(4)
+	status, err := arrangeFDs(hc.Gateway, hc.Mode == modeBwrap)
+	if err != nil {
+		h.fail("%v", err)
 	}
+	h = helperFailure{status}
 	if len(hc.Argv) == 0 {
 		h.fail("empty argv")
 	}
@@ -89,6 +121,59 @@ func dropIDs(uid, gid int) error {
 	}
 	if err := syscall.Setresuid(uid, uid, uid); err != nil {
 		return fmt.Errorf("setresuid: %w", err)
+	}
+	return nil
+}
+
+// arrangeFDs leaves the program exactly stdin, stdout and stderr and, with a gateway, the gateway's two pipes
+// at GatewayOutFD and GatewayInFD: the status fd moves to fdStatusMin or above (close-on-exec, except for bwrap,
+// which reports its child's pid through it and does not pass it on), the config fd is closed, and every other
+// descriptor from 5 up is marked close-on-exec, including any the host process itself inherited without
+// close-on-exec (a shell's or a supervisor's), which would otherwise reach the program through every tier.
+// It returns the status fd.
+func arrangeFDs(gateway, bwrap bool) (int, error) {
+	status, err := unix.FcntlInt(fdStatus, unix.F_DUPFD_CLOEXEC, fdStatusMin)
+	if err != nil {
+		return fdStatus, fmt.Errorf("moving the status fd: %w", err)
+	}
+	if gateway {
+		if err := unix.Dup3(fdGatewayOut, GatewayOutFD, 0); err != nil {
+			return status, fmt.Errorf("gateway fd: %w", err)
+		}
+		if err := unix.Dup3(fdGatewayIn, GatewayInFD, 0); err != nil {
+			return status, fmt.Errorf("gateway fd: %w", err)
+		}
+		unix.Close(fdGatewayOut)
+		unix.Close(fdGatewayIn)
+	} else {
+		unix.Close(fdConfig)
+		unix.Close(fdStatus)
+	}
+	if err := cloexecFrom(fdHelperBin); err != nil {
+		return status, err
+	}
+	if bwrap {
+		if _, err := unix.FcntlInt(uintptr(status), unix.F_SETFD, 0); err != nil {
+			return status, fmt.Errorf("status fd for bwrap: %w", err)
+		}
+	}
+	return status, nil
+}
+
+// cloexecFrom marks every descriptor from first up close-on-exec: close_range(CLOSE_RANGE_CLOEXEC) where the
+// kernel has it (5.11+), else one by one from /proc/self/fd.
+func cloexecFrom(first int) error {
+	if unix.CloseRange(uint(first), ^uint(0), unix.CLOSE_RANGE_CLOEXEC) == nil {
+		return nil
+	}
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		return fmt.Errorf("listing descriptors: %w", err)
+	}
+	for _, e := range ents {
+		if fd, err := strconv.Atoi(e.Name()); err == nil && fd >= first {
+			syscall.CloseOnExec(fd)
+		}
 	}
 	return nil
 }
@@ -135,25 +220,26 @@ func execProgram(h helperFailure, argv0 string, argv, env []string, rl []rlimit)
 	}
 	failPrefix := []byte("error: exec " + argv0 + ": ")
 	newline := []byte("\n")
-	fmt.Fprintln(h.status, "ok")
+	unix.Write(h.status, []byte("ok\n"))
 
 	for i, r := range rl {
 		if _, _, e := unix.RawSyscall6(unix.SYS_PRLIMIT64, 0, uintptr(r.Resource), uintptr(unsafe.Pointer(&lims[i])), 0, 0, 0); e != 0 {
-			rawFail(failPrefix, e, newline)
+			rawFail(h.status, failPrefix, e, newline)
 		}
 	}
 	_, _, e := unix.RawSyscall(unix.SYS_EXECVE, uintptr(unsafe.Pointer(argv0p)), uintptr(unsafe.Pointer(&argvp[0])), uintptr(unsafe.Pointer(&envp[0])))
-	rawFail(failPrefix, e, newline)
+	rawFail(h.status, failPrefix, e, newline)
 }
 
 // rawFail writes "error: ..." to the status fd and exits, without allocating.
-func rawFail(prefix []byte, e syscall.Errno, newline []byte) {
+func rawFail(status int, prefix []byte, e syscall.Errno, newline []byte) {
 	msg := e.Error() // a constant from the errno table
-	unix.RawSyscall(unix.SYS_WRITE, 4, uintptr(unsafe.Pointer(&prefix[0])), uintptr(len(prefix)))
+	fd := uintptr(status)
+	unix.RawSyscall(unix.SYS_WRITE, fd, uintptr(unsafe.Pointer(&prefix[0])), uintptr(len(prefix)))
 	if len(msg) > 0 {
-		unix.RawSyscall(unix.SYS_WRITE, 4, uintptr(unsafe.Pointer(unsafe.StringData(msg))), uintptr(len(msg)))
+		unix.RawSyscall(unix.SYS_WRITE, fd, uintptr(unsafe.Pointer(unsafe.StringData(msg))), uintptr(len(msg)))
 	}
-	unix.RawSyscall(unix.SYS_WRITE, 4, uintptr(unsafe.Pointer(&newline[0])), 1)
+	unix.RawSyscall(unix.SYS_WRITE, fd, uintptr(unsafe.Pointer(&newline[0])), 1)
 	unix.RawSyscall(unix.SYS_EXIT_GROUP, 125, 0, 0)
 }
 
@@ -180,7 +266,7 @@ func helperBwrap(h helperFailure, hc *helperConfig) {
 	}
 	// bwrap reads the filter from a pipe; it is small (well under the pipe buffer).
 	var p [2]int
-	if err := unix.Pipe2(p[:], 0); err != nil {
+	if err := unix.Pipe2(p[:], 0); err != nil { // bwrap closes p[0] once it has read the filter
 		h.fail("pipe: %v", err)
 	}
 	if _, err := unix.Write(p[1], filter); err != nil {
@@ -195,7 +281,7 @@ func helperBwrap(h helperFailure, hc *helperConfig) {
 	}
 	args := []string{hc.Bwrap,
 		"--unshare-all", "--unshare-user", "--disable-userns", "--die-with-parent", "--new-session",
-		"--cap-drop", "ALL", "--clearenv", "--json-status-fd", "4",
+		"--cap-drop", "ALL", "--clearenv", "--json-status-fd", strconv.Itoa(h.status),
 		"--ro-bind", "/usr", "/usr",
 		"--symlink", "usr/bin", "/bin", "--symlink", "usr/sbin", "/sbin",
 		"--symlink", "usr/lib", "/lib", "--symlink", "usr/lib64", "/lib64",

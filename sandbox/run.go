@@ -38,6 +38,7 @@ type helperConfig struct {
 	Rlimits []rlimit `json:"rlimits"`
 	TmpSize int64    `json:"tmp_size"`
 	Bwrap   string   `json:"bwrap,omitempty"`
+	Gateway bool     `json:"gateway,omitempty"` // fds 6 and 7 are the gateway's ends, for the program's 3 and 4
 }
 
 type rlimit struct {
@@ -105,8 +106,12 @@ func (s *Sandbox) run(ctx context.Context, spec Spec, mode string, tier Tier, co
 	hc := helperConfig{
 		Mode: mode, Argv: spec.Argv, Env: spec.Env, Dir: ws, UID: uid, GID: gid, Drop: drop,
 		Rlimits: rlimitsFor(lim, s.cg == "" && uid != 0), TmpSize: lim.TmpSize, Bwrap: s.cfg.Bwrap,
+		Gateway: spec.Gateway != nil,
 	}
-	res, err := s.launch(ctx, hc, lim, spec.Stdin)
+	if hc.Gateway {
+		hc.Env = gatewayEnv(spec.Env)
+	}
+	res, err := s.launch(ctx, hc, lim, spec.Stdin, spec.Gateway)
 	if err != nil {
 		return nil, err
 	}
@@ -124,8 +129,9 @@ func (s *Sandbox) run(ctx context.Context, spec Spec, mode string, tier Tier, co
 }
 
 // launch starts the helper, places it in the run's cgroup, hands it its config and supervises the tree until
-// the program exits or a limit or ctx ends it; then it kills whatever is left of the tree.
-func (s *Sandbox) launch(ctx context.Context, hc helperConfig, lim Limits, stdin []byte) (*Result, error) {
+// the program exits or a limit or ctx ends it; then it kills whatever is left of the tree. With gw it serves
+// the program's gateway until then (see gateway.serve).
+func (s *Sandbox) launch(ctx context.Context, hc helperConfig, lim Limits, stdin []byte, gw func(context.Context, []byte) []byte) (*Result, error) {
 	if os.Getenv(helperEnv) != "" {
 		// This process was started as a helper but MaybeHelper did not take over (a TestMain without it): starting
 		// another helper would recurse without end.
@@ -142,6 +148,14 @@ func (s *Sandbox) launch(ctx context.Context, hc helperConfig, lim Limits, stdin
 		return nil, fmt.Errorf("%w: %v", ErrStart, err)
 	}
 	defer stR.Close()
+	var g *gateway
+	if gw != nil {
+		if g, err = newGateway(gw); err != nil {
+			cfgR.Close()
+			stW.Close()
+			return nil, fmt.Errorf("%w: gateway pipes: %v", ErrStart, err)
+		}
+	}
 
 	stdout := &cappedBuffer{max: lim.Output}
 	stderr := &cappedBuffer{max: lim.Output}
@@ -152,7 +166,8 @@ func (s *Sandbox) launch(ctx context.Context, hc helperConfig, lim Limits, stdin
 		cmd.Stdin = bytes.NewReader(stdin)
 	}
 	cmd.Stdout, cmd.Stderr = stdout, stderr
-	cmd.ExtraFiles = []*os.File{cfgR, stW} // fd 3: config in, fd 4: status out
+	cmd.ExtraFiles = []*os.File{cfgR, stW} // fdConfig, fdStatus
+	var bin *os.File                       // fdHelperBin, in the namespaces tier
 	cmd.WaitDelay = time.Second
 	attr := &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if hc.Mode == modeNamespaces {
@@ -165,15 +180,22 @@ func (s *Sandbox) launch(ctx context.Context, hc helperConfig, lim Limits, stdin
 		attr.Credential = &syscall.Credential{Uid: 0, Gid: 0, NoSetGroups: true}
 		// The clone already runs as the sandbox uid, which may not reach the helper's folder (go test builds in
 		// a 0700 one): exec it through a descriptor opened here instead of by path.
-		bin, err := os.Open(s.cfg.Helper[0])
-		if err != nil {
+		if bin, err = os.Open(s.cfg.Helper[0]); err != nil {
 			cfgR.Close()
 			stW.Close()
+			if g != nil {
+				g.closeAll()
+			}
 			return nil, fmt.Errorf("%w: helper binary: %v", ErrStart, err)
 		}
 		defer bin.Close()
-		cmd.ExtraFiles = append(cmd.ExtraFiles, bin) // fd 5
 		cmd.Path = "/proc/self/fd/5"
+	}
+	if bin != nil || g != nil {
+		cmd.ExtraFiles = append(cmd.ExtraFiles, bin) // a nil entry leaves fd 5 closed in the helper
+	}
+	if g != nil {
+		cmd.ExtraFiles = append(cmd.ExtraFiles, g.childOut, g.childIn) // fdGatewayOut, fdGatewayIn
 	}
 	cmd.SysProcAttr = attr
 
@@ -182,9 +204,16 @@ func (s *Sandbox) launch(ctx context.Context, hc helperConfig, lim Limits, stdin
 	cfgR.Close()
 	stW.Close()
 	if err != nil {
+		if g != nil {
+			g.closeAll()
+		}
 		return nil, fmt.Errorf("%w: %s helper: %v", ErrStart, hc.Mode, err)
 	}
 	pid := cmd.Process.Pid
+	if g != nil {
+		g.started()
+		go g.serve(ctx)
+	}
 
 	statusCh := make(chan []byte, 1)
 	go func() { b, _ := io.ReadAll(stR); statusCh <- b }()
@@ -255,6 +284,9 @@ supervise:
 	kill()
 	<-exited
 	waitErr := cmd.Wait()
+	if g != nil {
+		g.shutdown()
+	}
 	status := <-statusCh
 	dur := time.Since(start)
 	if cg != nil {

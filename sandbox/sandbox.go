@@ -165,6 +165,16 @@ type Spec struct {
 	// A given folder is chowned, recursively, to the sandbox uid.
 	Workspace string
 	Limits    Limits
+	// Gateway, when set, is the program's one way out: it gets GatewayOutFD (write) and GatewayInFD (read),
+	// named by EnvGatewayOut and EnvGatewayIn, writes one JSON request per line and reads one reply line per
+	// request, in order. Gateway is called on a goroutine Run owns, one request at a time, with Run's ctx and
+	// one complete JSON value of at most MaxGatewayLine bytes (the line without its newline); its reply is
+	// written back as one line (compacted; a reply that is not JSON becomes an error reply). A line that is
+	// too long, empty or not JSON gets an error reply from the gateway itself and never reaches Gateway.
+	// Serving stops when the program ends: a call in progress is let finish (so Gateway MUST return once ctx
+	// is done, and should be bounded in time), lines still unread are dropped, and Run returns after that.
+	// Gateway must not keep request. nil: the program gets no descriptor but 0, 1 and 2.
+	Gateway func(ctx context.Context, request []byte) []byte
 }
 
 // Reasons in Result.Killed.

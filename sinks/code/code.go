@@ -15,8 +15,30 @@
 // The journal records the origin, the program, whether the child was
 // confined (and by which tier), the size and SHA-256 digest of everything
 // run (source, args, stdin and files), and as the outcome the exit code, the
-// limit that killed it if any, and the size and digest of its output. Never
-// the source or the output themselves.
+// limit that killed it if any, the size and digest of its output and, with
+// a gateway, how many calls the program proposed through it
+// (gateway_calls) and how many requests were refused before anything was
+// proposed (gateway_refused). Never the source or the output themselves.
+//
+// # The provider gateway
+//
+// Once Bind has given the sink the broker, every program gets the sandbox's
+// gateway (sandbox.Spec.Gateway): it writes one provider call per line to
+// fd 3 ($GATEHOUSE_GATEWAY_OUT) and reads one reply per line from fd 4
+// ($GATEHOUSE_GATEWAY_IN). A request is the provider sink's params, a JSON
+// object ({"provider": "erp", "method": "GET", "path": "/invoices/7",
+// "atom": "erp.read"}); the sink proposes it through the broker as a
+// provider call of the same run with the code effect's own origin and tool,
+// so it is decided (the origin table, contracts, scopes, grounding,
+// deployment rules), recorded and carried out like any agent's call, and
+// the reply is the broker's EffectReply. The program cannot choose its
+// origin: a request with an "origin" member other than the code's own is
+// answered with a BAD_REQUEST reply and nothing is decided (the code's own
+// origin is accepted and dropped, which re-encodes the request compactly).
+// Every other member is the provider sink's to judge, so "run", "tenant"
+// or "person" are refused there as unknown params. Calls are served one at
+// a time, in order, while the program runs; the program still has no
+// network of its own.
 package code
 
 import (
@@ -29,6 +51,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/gatehouse/gatehouse/broker"
@@ -54,6 +77,17 @@ type Config struct {
 	Limits sandbox.Limits
 	// MaxInput bounds source, stdin and files together (default 4 MiB).
 	MaxInput int
+	// Gateway proposes the provider calls programs make through the
+	// sandbox's gateway: the broker serving this sink. Usually nil here
+	// and given later with Bind, since the broker is built after its sinks.
+	// nil: programs get no gateway.
+	Gateway Proposer
+}
+
+// Proposer is what gateway calls are proposed through; *broker.Broker
+// satisfies it.
+type Proposer interface {
+	Propose(ctx context.Context, sink policy.Sink, data []byte) *broker.EffectReply
 }
 
 // DefaultPrograms are the interpreters offered when Config.Programs is nil.
@@ -87,11 +121,17 @@ type Reply struct {
 
 // Sink runs programs in a sandbox. Safe for concurrent use.
 type Sink struct {
-	sb  *sandbox.Sandbox
-	cfg Config
+	sb      *sandbox.Sandbox
+	cfg     Config
+	gateway atomic.Pointer[boundProposer]
 }
 
-var _ broker.Sink = (*Sink)(nil)
+type boundProposer struct{ Proposer }
+
+var (
+	_ broker.Sink = (*Sink)(nil)
+	_ Proposer    = (*broker.Broker)(nil)
+)
 
 // New returns a code sink running programs in sb.
 func New(sb *sandbox.Sandbox, cfg Config) *Sink {
@@ -101,7 +141,21 @@ func New(sb *sandbox.Sandbox, cfg Config) *Sink {
 	if cfg.MaxInput <= 0 {
 		cfg.MaxInput = 4 << 20
 	}
-	return &Sink{sb: sb, cfg: cfg}
+	s := &Sink{sb: sb, cfg: cfg}
+	s.Bind(cfg.Gateway)
+	return s
+}
+
+// Bind gives programs the gateway, proposing their calls through p (the
+// broker serving this sink). It may be called once the broker exists,
+// before or while serving; runs started after it get the gateway. Bind(nil)
+// takes it away from later runs.
+func (s *Sink) Bind(p Proposer) {
+	if p == nil {
+		s.gateway.Store(nil)
+		return
+	}
+	s.gateway.Store(&boundProposer{p})
 }
 
 // Name implements broker.Sink.
@@ -186,17 +240,98 @@ func (s *Sink) Perform(ctx context.Context, run *broker.Run, req *broker.EffectR
 	st := prop.State.(*state)
 	files := map[string][]byte{st.prog.Entry: []byte(st.p.Source)}
 	maps.Copy(files, st.p.Files)
-	res, err := s.sb.Run(ctx, sandbox.Spec{
+	spec := sandbox.Spec{
 		Argv:   append([]string{st.prog.Path, st.prog.Entry}, st.p.Args...),
 		Env:    []string{"PATH=/usr/bin:/bin", "HOME=/work", "LANG=C.UTF-8", "PYTHONDONTWRITEBYTECODE=1"},
 		Stdin:  []byte(st.p.Stdin),
 		Files:  files,
 		Limits: st.lim,
-	})
+	}
+	var gw *gateway
+	if b := s.gateway.Load(); b != nil {
+		gw = &gateway{p: b.Proposer, run: run.ID, origin: prop.Effect.Origin, tool: req.Tool}
+		spec.Gateway = gw.serve
+	}
+	res, err := s.sb.Run(ctx, spec)
 	if err != nil {
 		return nil, err
 	}
-	return Performed(res)
+	done, err := Performed(res)
+	if err != nil {
+		return nil, err
+	}
+	if gw != nil {
+		done.Result.Detail["gateway_calls"] = strconv.Itoa(gw.calls)
+		done.Result.Detail["gateway_refused"] = strconv.Itoa(gw.refused)
+	}
+	return done, nil
+}
+
+// gateway proposes one program's calls. serve is called by the sandbox one
+// request at a time and never after Run returns, so its counts need no lock.
+type gateway struct {
+	p       Proposer
+	run     string
+	origin  policy.Origin
+	tool    string
+	calls   int // proposed to the broker
+	refused int // answered with an error before anything was proposed
+}
+
+// gatewayAction is the provider sink's action (provider.ActionCall; this
+// package does not import the provider sink).
+const gatewayAction = "call"
+
+// errGatewayOrigin: a request named an origin other than the code's own.
+var errGatewayOrigin = fmt.Errorf("%w: a program calling through the gateway cannot choose its origin", broker.ErrBadRequest)
+
+func (g *gateway) serve(ctx context.Context, line []byte) []byte {
+	params, err := g.params(line)
+	if err != nil {
+		g.refused++
+		code, advice := broker.CodeOf(err)
+		return marshalReply(&broker.EffectReply{Run: g.run, Error: &broker.ErrorBody{Code: code, Message: err.Error() + "; " + advice}})
+	}
+	g.calls++
+	data, err := json.Marshal(broker.EffectRequest{Run: g.run, Action: gatewayAction, Origin: g.origin, Tool: g.tool, Params: params})
+	if err != nil { // params is a JSON object already decoded once
+		return marshalReply(&broker.EffectReply{Run: g.run, Error: &broker.ErrorBody{Code: broker.CodeInternal, Message: err.Error()}})
+	}
+	return marshalReply(g.p.Propose(ctx, policy.SinkProvider, data))
+}
+
+// params checks a request is a JSON object and takes out an "origin"
+// member (any case) that names the code's own origin; any other origin is
+// errGatewayOrigin.
+func (g *gateway) params(line []byte) (json.RawMessage, error) {
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal(line, &obj); err != nil || obj == nil {
+		return nil, fmt.Errorf("%w: a gateway request is one JSON object per line, the provider sink's params", broker.ErrBadRequest)
+	}
+	named := false
+	for k, v := range obj {
+		if !strings.EqualFold(k, "origin") {
+			continue
+		}
+		var o policy.Origin
+		if json.Unmarshal(v, &o) != nil || o != g.origin {
+			return nil, fmt.Errorf("%w: this program's calls are decided as origin %s; leave origin out", errGatewayOrigin, g.origin)
+		}
+		delete(obj, k)
+		named = true
+	}
+	if !named {
+		return line, nil
+	}
+	return json.Marshal(obj)
+}
+
+func marshalReply(r *broker.EffectReply) []byte {
+	b, err := json.Marshal(r)
+	if err != nil {
+		b, _ = json.Marshal(broker.EffectReply{Run: r.Run, Error: &broker.ErrorBody{Code: broker.CodeInternal, Message: "the reply could not be encoded"}})
+	}
+	return b
 }
 
 // Performed turns a finished program into the journal's outcome and the
