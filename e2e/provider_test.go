@@ -119,6 +119,25 @@ grounding:
 	if got := e.paid(); len(got) != 1 || got[0] != "GB82 WEST 1234 5698 7654 32 1200.00 Bearer tok-ada-s3cr3t" {
 		t.Fatalf("the ERP was paid %q", got)
 	}
+
+	// Model-written code in the sandbox reads the invoice through the
+	// gateway: a provider call decided as the code's own origin.
+	src := `import json, os
+w = os.fdopen(int(os.environ['GATEHOUSE_GATEWAY_OUT']), 'w', buffering=1)
+r = os.fdopen(int(os.environ['GATEHOUSE_GATEWAY_IN']), 'r')
+w.write(json.dumps({"provider": "erp", "method": "GET", "path": "/invoices/INV-7", "atom": "erp.read"}) + "\n")
+reply = json.loads(r.readline())
+print("due", reply["result"]["body"]["amount_due"], reply["decision"]["outcome"])
+`
+	params, _ := json.Marshal(map[string]string{"program": "python3", "source": src})
+	cr := gh(t, "effect", "code", "--data-dir", data, "--run", run, "--action", "run", "--origin", "model", "--params", string(params), "--json")
+	var codeReply broker.EffectReply
+	if err := json.Unmarshal([]byte(cr.stdout), &codeReply); err != nil || cr.code != 0 {
+		t.Fatalf("code through the gateway: exit %d %v\n%s%s", cr.code, err, cr.stdout, cr.stderr)
+	}
+	if !strings.Contains(string(codeReply.Result), `due 1200.00 allowed`) {
+		t.Fatalf("the sandboxed program did not read the invoice through the gateway: %s", codeReply.Result)
+	}
 	s.stop(t)
 
 	v := gh(t, "verify", "--json", filepath.Join(data, "journal"))

@@ -195,15 +195,17 @@ func cmdServe(ctx context.Context, env *cliEnv, args []string) error {
 		log.Error("policy could not be read: every effect is refused until it is fixed", "file", c.policy, "err", polErr)
 	}
 
+	codeSink := code.New(sb, code.Config{})
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	b, err := broker.New(broker.Config{Mode: mode, Logger: log, Metrics: broker.NewMetrics(reg)},
 		runs, broker.NewRecorder(js, 0), pol,
-		append([]broker.Sink{out, peers, code.New(sb, code.Config{}), process.New(process.Config{})}, stores.all()...)...)
+		append([]broker.Sink{out, peers, codeSink, process.New(process.Config{})}, stores.all()...)...)
 	if err != nil {
 		return err
 	}
 	peers.Bind(b)
+	codeSink.Bind(b) // sandboxed programs' provider calls go through this broker
 	if prov != nil {
 		prov.RouteRereads(b)
 	}
