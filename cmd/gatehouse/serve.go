@@ -115,6 +115,9 @@ func cmdServe(ctx context.Context, env *cliEnv, args []string) error {
 	if err != nil {
 		return usageError("--mode: %v", err)
 	}
+	if _, err := sandboxConfig(c.sandboxTiers, c.sandboxUID); err != nil {
+		return err
+	}
 	log, err := newLogger(env, c.logFormat, c.logLevel)
 	if err != nil {
 		return err
@@ -157,37 +160,11 @@ func cmdServe(ctx context.Context, env *cliEnv, args []string) error {
 	if err != nil {
 		return err
 	}
-	out, err := output.New(ctx, js, c.replicas)
+	sb := detectSandbox(ctx, &c, log)
+	sinks, err := openSinks(ctx, js, &c, sb, log)
+	defer sinks.close()
 	if err != nil {
 		return err
-	}
-	peers, err := peer.New(ctx, js, c.replicas)
-	if err != nil {
-		return err
-	}
-	stores, err := openStores(ctx, js, &c)
-	if err != nil {
-		return err
-	}
-	defer stores.close()
-	prov, err := openProvider(ctx, js, &c, log)
-	if err != nil {
-		return err
-	}
-	if prov != nil {
-		defer prov.Close()
-		stores.extra = append(stores.extra, prov)
-	}
-	sbCfg, err := sandboxConfig(c.sandboxTiers, c.sandboxUID)
-	if err != nil {
-		return err
-	}
-	sbCfg.Logger = log
-	sb, sbReport := sandbox.Detect(ctx, sbCfg)
-	if sb.Confined() {
-		log.Info("sandbox self-test passed", "tier", sb.Tier())
-	} else {
-		log.Warn("no confined sandbox tier works here: strict mode refuses model code (unconfined-execution) unless a rule allows it; see 'gatehouse sandbox check'", "tiers", sbReport.Tiers)
 	}
 
 	pol, polErr := loadPolicy(c.policy)
@@ -195,19 +172,15 @@ func cmdServe(ctx context.Context, env *cliEnv, args []string) error {
 		log.Error("policy could not be read: every effect is refused until it is fixed", "file", c.policy, "err", polErr)
 	}
 
-	codeSink := code.New(sb, code.Config{})
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	b, err := broker.New(broker.Config{Mode: mode, Logger: log, Metrics: broker.NewMetrics(reg)},
-		runs, broker.NewRecorder(js, 0), pol,
-		append([]broker.Sink{out, peers, codeSink, process.New(process.Config{})}, stores.all()...)...)
+		runs, broker.NewRecorder(js, 0), pol, sinks.sinks...)
 	if err != nil {
 		return err
 	}
-	peers.Bind(b)
-	codeSink.Bind(b) // sandboxed programs' provider calls go through this broker
-	if prov != nil {
-		prov.RouteRereads(b)
+	for _, bind := range sinks.bind {
+		bind(b)
 	}
 	svc, err := broker.Serve(nc, b, broker.ServiceConfig{})
 	if err != nil {
@@ -332,30 +305,92 @@ func cmdServe(ctx context.Context, env *cliEnv, args []string) error {
 	return runErr
 }
 
-// stores are the sinks that keep things, on the embedded defaults or on
-// what the flags name.
-type stores struct {
-	artifact  *artifact.Sink
-	workspace *workspace.Sink
-	memory    *memory.Sink
-	extra     []broker.Sink
-	closers   []func() error
+// sinkSet is every sink serve runs, what each needs from the broker once
+// it exists (peers open sub-runs, sandboxed code and grounding rereads
+// propose provider calls), and what to close at the end.
+type sinkSet struct {
+	sinks   []broker.Sink
+	bind    []func(*broker.Broker)
+	closers []func() error
 }
 
-// all returns the sinks to serve.
-func (s *stores) all() []broker.Sink {
-	return append([]broker.Sink{s.artifact, s.workspace, s.memory}, s.extra...)
-}
-
-func (s *stores) close() {
-	for _, c := range s.closers {
-		_ = c()
+func (s *sinkSet) close() {
+	for i := len(s.closers) - 1; i >= 0; i-- {
+		_ = s.closers[i]()
 	}
 }
 
-func openStores(ctx context.Context, js jetstream.JetStream, c *serveConfig) (*stores, error) {
-	s := &stores{}
-	var as artifact.Store
+// detectSandbox self-tests the sandbox tiers and says what it found.
+func detectSandbox(ctx context.Context, c *serveConfig, log *slog.Logger) *sandbox.Sandbox {
+	cfg, _ := sandboxConfig(c.sandboxTiers, c.sandboxUID) // checked by cmdServe before anything started
+	cfg.Logger = log
+	sb, rep := sandbox.Detect(ctx, cfg)
+	if sb.Confined() {
+		log.Info("sandbox self-test passed", "tier", sb.Tier())
+	} else {
+		log.Warn("no confined sandbox tier works here: strict mode refuses model code (unconfined-execution) unless a rule allows it; see 'gatehouse sandbox check'", "tiers", rep.Tiers)
+	}
+	return sb
+}
+
+// openSinks builds every sink on the embedded defaults or on what the
+// flags name. On error the sinks opened so far are in the set, to close.
+func openSinks(ctx context.Context, js jetstream.JetStream, c *serveConfig, sb *sandbox.Sandbox, log *slog.Logger) (*sinkSet, error) {
+	s := &sinkSet{}
+	out, err := output.New(ctx, js, c.replicas)
+	if err != nil {
+		return s, err
+	}
+	peers, err := peer.New(ctx, js, c.replicas)
+	if err != nil {
+		return s, err
+	}
+	codeSink := code.New(sb, code.Config{})
+	s.sinks = append(s.sinks, out, peers, codeSink, process.New(process.Config{}))
+	s.bind = append(s.bind, func(b *broker.Broker) { peers.Bind(b) }, func(b *broker.Broker) { codeSink.Bind(b) })
+
+	art, err := openArtifactStore(ctx, js, c, s)
+	if err != nil {
+		return s, err
+	}
+	s.sinks = append(s.sinks, artifact.New(art, artifact.Config{}))
+
+	root := c.workspaceRoot
+	if root == "" {
+		root = filepath.Join(c.dataDir, "workspaces")
+	}
+	ws, err := workspace.New(workspace.Config{Root: root})
+	if err != nil {
+		return s, fmt.Errorf("--workspace-root: %w", err)
+	}
+	s.closers = append(s.closers, ws.Close)
+	s.sinks = append(s.sinks, ws)
+
+	var mem memory.Store
+	if c.redisURL != "" {
+		r, err := memory.OpenRedis(ctx, memory.RedisConfig{URL: c.redisURL})
+		if err != nil {
+			return s, fmt.Errorf("--redis-url: %w", err)
+		}
+		s.closers = append(s.closers, r.Close)
+		mem = r
+	} else if mem, err = memory.OpenKV(ctx, js, memory.KVConfig{Replicas: c.replicas}); err != nil {
+		return s, fmt.Errorf("memory bucket: %w", err)
+	}
+	s.sinks = append(s.sinks, memory.New(mem, memory.Config{}))
+
+	prov, err := openProvider(ctx, js, c, log)
+	if err != nil || prov == nil {
+		return s, err
+	}
+	s.closers = append(s.closers, func() error { prov.Close(); return nil })
+	s.sinks = append(s.sinks, prov)
+	s.bind = append(s.bind, func(b *broker.Broker) { prov.RouteRereads(b) })
+	return s, nil
+}
+
+// openArtifactStore opens the store --artifact-store names.
+func openArtifactStore(ctx context.Context, js jetstream.JetStream, c *serveConfig, s *sinkSet) (artifact.Store, error) {
 	switch c.artifactStore {
 	case "dir":
 		if c.artifactDir == "" {
@@ -366,7 +401,7 @@ func openStores(ctx context.Context, js jetstream.JetStream, c *serveConfig) (*s
 			return nil, fmt.Errorf("--artifact-dir: %w", err)
 		}
 		s.closers = append(s.closers, d.Close)
-		as = d
+		return d, nil
 	case "redis":
 		if c.redisURL == "" {
 			return nil, usageError("--artifact-store redis needs --redis-url")
@@ -376,49 +411,15 @@ func openStores(ctx context.Context, js jetstream.JetStream, c *serveConfig) (*s
 			return nil, fmt.Errorf("--redis-url: %w", err)
 		}
 		s.closers = append(s.closers, r.Close)
-		as = r
+		return r, nil
 	case "objectstore":
 		o, err := artifact.OpenObjectStore(ctx, js, artifact.ObjectStoreConfig{Replicas: c.replicas})
 		if err != nil {
 			return nil, fmt.Errorf("artifact object store: %w", err)
 		}
-		as = o
-	default:
-		return nil, usageError("--artifact-store must be objectstore, dir or redis, not %q", c.artifactStore)
+		return o, nil
 	}
-	s.artifact = artifact.New(as, artifact.Config{})
-
-	root := c.workspaceRoot
-	if root == "" {
-		root = filepath.Join(c.dataDir, "workspaces")
-	}
-	ws, err := workspace.New(workspace.Config{Root: root})
-	if err != nil {
-		s.close()
-		return nil, fmt.Errorf("--workspace-root: %w", err)
-	}
-	s.closers = append(s.closers, ws.Close)
-	s.workspace = ws
-
-	var ms memory.Store
-	if c.redisURL != "" {
-		r, err := memory.OpenRedis(ctx, memory.RedisConfig{URL: c.redisURL})
-		if err != nil {
-			s.close()
-			return nil, fmt.Errorf("--redis-url: %w", err)
-		}
-		s.closers = append(s.closers, r.Close)
-		ms = r
-	} else {
-		kv, err := memory.OpenKV(ctx, js, memory.KVConfig{Replicas: c.replicas})
-		if err != nil {
-			s.close()
-			return nil, fmt.Errorf("memory bucket: %w", err)
-		}
-		ms = kv
-	}
-	s.memory = memory.New(ms, memory.Config{})
-	return s, nil
+	return nil, usageError("--artifact-store must be objectstore, dir or redis, not %q", c.artifactStore)
 }
 
 // openProvider builds the provider sink when a catalogue is given. Broken
