@@ -47,34 +47,28 @@ func (e *erp) paid() []string {
 	return append([]string(nil), e.payments...)
 }
 
-// TestProviderCallsThroughServe wires a provider catalogue, a person's
-// credential and a grounding rule into `gatehouse serve`, then pays an
-// invoice from the CLI as an agent would: the honest payment carries the
-// person's token and cites the records it was grounded on; the IBAN planted
-// in the invoice's notes is refused before anything leaves.
-func TestProviderCallsThroughServe(t *testing.T) {
-	e := &erp{}
-	srv := httptest.NewServer(e)
-	defer srv.Close()
-	data := t.TempDir()
+// erpFiles writes, into dir, the provider catalogue for the erp at url,
+// Ada's credential (token) and the supplier-payment grounding rule, and
+// returns the serve flags naming them.
+func erpFiles(t *testing.T, dir, url, token string) []string {
+	t.Helper()
 	write := func(name, text string) string {
-		p := filepath.Join(data, name)
+		p := filepath.Join(dir, name)
 		if err := os.WriteFile(p, []byte(text), 0o600); err != nil {
 			t.Fatal(err)
 		}
 		return p
 	}
-	cat := write("providers.yaml", `
+	return []string{
+		"--providers", write("providers.yaml", `
 providers:
-  - name: erp
-    base_url: `+srv.URL+`
-    auth: {type: bearer}
+  - {name: erp, base_url: `+url+`, auth: {type: bearer}}
 integrations:
   - {name: erp.read, provider: erp, effect: read, origin: shipped, operations: [{method: GET, template: "/invoices/{id}"}, {method: GET, template: "/suppliers/{id}"}]}
   - {name: erp.pay, provider: erp, effect: write, origin: shipped, operations: [{method: POST, template: /payments}]}
-`)
-	creds := write("credentials.yaml", "credentials:\n  - {tenant: acme, person: ada, provider: erp, token: tok-ada-s3cr3t}\n")
-	rules := write("grounding.yaml", `
+`),
+		"--credentials", write("credentials.yaml", "credentials:\n  - {tenant: acme, person: ada, provider: erp, token: "+token+"}\n"),
+		"--grounding", write("grounding.yaml", `
 grounding:
   - name: supplier-payment
     match: {provider: erp, method: POST, path: /payments}
@@ -85,21 +79,42 @@ grounding:
       - {field: request.json.iban, equals: supplier.iban, as: iban}
       - {field: request.json.amount, at_most: invoice.amount_due, as: money}
     other_fields: deny
-`)
-	s := serve(t, data, "--mode", "strict", "--providers", cat, "--credentials", creds, "--grounding", rules)
+`),
+	}
+}
+
+// payment is the provider params of a payment of INV-7 to iban.
+func payment(iban string) string {
+	return `{"provider":"erp","method":"POST","path":"/payments","atom":"erp.pay","body":{"invoice":"INV-7","iban":"` + iban + `","amount":"1200.00"}}`
+}
+
+// callProvider proposes a provider call from the CLI as a shipped
+// integration and returns the reply and the exit status.
+func callProvider(t *testing.T, run, params string, conn ...string) (broker.EffectReply, int) {
+	t.Helper()
+	args := append([]string{"effect", "provider", "--run", run, "--action", "call", "--origin", "shipped", "--params", params, "--json"}, conn...)
+	r := gh(t, args...)
+	var reply broker.EffectReply
+	if err := json.Unmarshal([]byte(r.stdout), &reply); err != nil {
+		t.Fatalf("%v: %s %s", err, r.stdout, r.stderr)
+	}
+	return reply, r.code
+}
+
+// TestProviderCallsThroughServe wires a provider catalogue, a person's
+// credential and a grounding rule into `gatehouse serve`, then pays an
+// invoice from the CLI as an agent would: the honest payment carries the
+// person's token and cites the records it was grounded on; the IBAN planted
+// in the invoice's notes is refused before anything leaves.
+func TestProviderCallsThroughServe(t *testing.T) {
+	e := &erp{}
+	srv := httptest.NewServer(e)
+	defer srv.Close()
+	data := t.TempDir()
+	s := serve(t, data, append([]string{"--mode", "strict"}, erpFiles(t, data, srv.URL, "tok-ada-s3cr3t")...)...)
 	run := strings.TrimSpace(gh(t, "work", "open", "--data-dir", data, "--tenant", "acme", "--person", "ada").stdout)
-	call := func(params string) (broker.EffectReply, int) {
-		t.Helper()
-		r := gh(t, "effect", "provider", "--data-dir", data, "--run", run, "--action", "call", "--origin", "shipped", "--params", params, "--json")
-		var reply broker.EffectReply
-		if err := json.Unmarshal([]byte(r.stdout), &reply); err != nil {
-			t.Fatalf("%v: %s %s", err, r.stdout, r.stderr)
-		}
-		return reply, r.code
-	}
-	pay := func(iban string) string {
-		return `{"provider":"erp","method":"POST","path":"/payments","atom":"erp.pay","body":{"invoice":"INV-7","iban":"` + iban + `","amount":"1200.00"}}`
-	}
+	call := func(params string) (broker.EffectReply, int) { return callProvider(t, run, params, "--data-dir", data) }
+	pay := payment
 
 	// Before the records are read, nothing grounds the payment.
 	if r, code := call(pay("GB82WEST12345698765432")); code != 1 || r.Decision.Refusal != "ungrounded" {

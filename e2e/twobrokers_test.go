@@ -3,7 +3,6 @@ package e2e
 import (
 	"encoding/json"
 	"net/http/httptest"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -34,33 +33,7 @@ func TestGroundingAcrossBrokerProcesses(t *testing.T) {
 	srv := httptest.NewServer(e)
 	defer srv.Close()
 	dir := t.TempDir()
-	write := func(name, text string) string {
-		p := filepath.Join(dir, name)
-		if err := os.WriteFile(p, []byte(text), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
-	cat := write("providers.yaml", `
-providers:
-  - {name: erp, base_url: `+srv.URL+`, auth: {type: bearer}}
-integrations:
-  - {name: erp.read, provider: erp, effect: read, origin: shipped}
-  - {name: erp.pay, provider: erp, effect: write, origin: shipped, operations: [{method: POST, template: /payments}]}
-`)
-	creds := write("credentials.yaml", "credentials:\n  - {tenant: acme, person: ada, provider: erp, token: tok-ada}\n")
-	rules := write("grounding.yaml", `
-grounding:
-  - name: supplier-payment
-    match: {provider: erp, method: POST, path: /payments}
-    bind:
-      - {name: invoice, read: {provider: erp, path: "/invoices/{id}"}, where: {id: request.json.invoice}}
-      - {name: supplier, read: {provider: erp, path: "/suppliers/{id}"}, where: {id: invoice.supplier_id}}
-    require:
-      - {field: request.json.iban, equals: supplier.iban, as: iban}
-      - {field: request.json.amount, at_most: invoice.amount_due, as: money}
-    other_fields: deny
-`)
+	files := erpFiles(t, dir, srv.URL, "tok-ada")
 	jdir := filepath.Join(dir, "journal")
 	writer := exec.Command(bin, "writer", "--nats-url", url, "--journal-dir", jdir)
 	writer.Env = cleanEnv()
@@ -69,17 +42,10 @@ grounding:
 	}
 	defer func() { _ = writer.Process.Kill(); _ = writer.Wait() }()
 	startBroker := func(name string) *server {
-		return serve(t, filepath.Join(dir, name), "--mode", "strict", "--nats-url", url, "--no-writer",
-			"--providers", cat, "--credentials", creds, "--grounding", rules)
+		return serve(t, filepath.Join(dir, name), append([]string{"--mode", "strict", "--nats-url", url, "--no-writer"}, files...)...)
 	}
 	call := func(run, params string) (broker.EffectReply, int) {
-		t.Helper()
-		r := gh(t, "effect", "provider", "--nats-url", url, "--run", run, "--action", "call", "--origin", "shipped", "--params", params, "--json")
-		var reply broker.EffectReply
-		if err := json.Unmarshal([]byte(r.stdout), &reply); err != nil {
-			t.Fatalf("%v: %s %s", err, r.stdout, r.stderr)
-		}
-		return reply, r.code
+		return callProvider(t, run, params, "--nats-url", url)
 	}
 
 	a := startBroker("a")
@@ -92,9 +58,7 @@ grounding:
 	a.stop(t)
 
 	b := startBroker("b")
-	pay := func(iban string) string {
-		return `{"provider":"erp","method":"POST","path":"/payments","atom":"erp.pay","body":{"invoice":"INV-7","iban":"` + iban + `","amount":"1200.00"}}`
-	}
+	pay := payment
 	if r, code := call(run, pay("DE89370400440532013000")); code != 1 || r.Decision.Refusal != "ungrounded" {
 		t.Fatalf("planted IBAN through broker b: %d %+v", code, r.Decision)
 	}
