@@ -27,9 +27,11 @@ check-generate: generate
 vet:
 	$(GO) vet $(PKGS)
 
+# The browser tests drive real Chromium with the Playwright driver from npm;
+# deps (bash .ci/install-deps) installs both, and they must pass in CI.
 test: deps check-generate vet
 	$(GO) test -count=1 -timeout 30m $(PKGS)
-	$(GO) test -count=1 -race -timeout 30m ./broker/...
+	$(GO) test -count=1 -race -timeout 30m ./broker/... ./browser/
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem -timeout 60m ./policy/... ./broker/... ./e2e/...

@@ -171,10 +171,21 @@ func (b *Broker) Open(ctx context.Context, w *OpenWork) (*Run, error) {
 	return r, nil
 }
 
+// RunCloser is implemented by sinks that hold state per run (the browser's
+// context); CloseRun tells them when the application closes the run.
+type RunCloser interface {
+	CloseRun(run string)
+}
+
 // CloseRun closes a run; later effects for it are refused with ErrRunClosed.
 func (b *Broker) CloseRun(ctx context.Context, c *CloseWork) error {
 	if _, err := b.runs.Close(ctx, c.Run); err != nil {
 		return err
+	}
+	for _, s := range b.sinks {
+		if rc, ok := s.(RunCloser); ok {
+			rc.CloseRun(c.Run)
+		}
 	}
 	if b.mode == policy.ModeOff {
 		return nil
@@ -327,7 +338,7 @@ func decisionData(run *Run, pol *policy.Policy, p *Proposal, d policy.Decision) 
 		ActingFor: run.For, MandateDigest: run.MandateDigest, ScopesChecked: nonNil(d.ScopesChecked), Agent: run.Agent,
 		PolicyDigest: pol.Digest(), Mode: d.Mode,
 		Sink: e.Sink, Action: e.Action, Origin: e.Origin, Tool: e.Tool, Target: e.Target, Confined: e.Confined,
-		Provider: e.Provider, Method: e.Method, Host: e.Host, Path: e.Path, Atom: e.Atom, Declared: e.Declared, Verified: d.Verified,
+		Provider: e.Provider, Method: e.Method, Host: e.Host, Path: e.Path, PageHost: e.PageHost, Atom: e.Atom, Declared: e.Declared, Verified: d.Verified,
 		Size: p.Size, Digest: p.Digest, Citations: p.Citations,
 		Outcome: outcomeOf(d.Verdict), Refusal: d.Refusal, Rule: d.Rule, Enforced: d.Enforced, Allowed: d.Allowed, Reasons: d.Reasons,
 	}

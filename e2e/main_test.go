@@ -136,3 +136,13 @@ func (s *server) stop(t *testing.T) {
 		t.Fatalf("gatehouse serve did not stop on SIGINT:\n%s", s.out)
 	}
 }
+
+// readRun returns a run's journal file as text.
+func readRun(t *testing.T, dataDir, run string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dataDir, "journal", "runs", run+".jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}

@@ -22,6 +22,7 @@ func TestDeps(t *testing.T) {
 		{"github.com/redis/", "the Redis record store belongs to the broker; grounding takes Records"},
 		{"github.com/labstack/", "grounding has no HTTP surface; echo belongs to package web"},
 		{"github.com/playwright-community/", "grounding checks provider calls; Playwright belongs to package browser"},
+		{"github.com/mxschmitt/", "grounding checks provider calls; Playwright belongs to package browser"},
 		{"github.com/a-h/templ", "grounding renders nothing; templ belongs to package dashboard"},
 		{"github.com/open-policy-agent/", "OPA is only a benchmark yardstick; it must never reach grounding"},
 		{"net/http", "grounding does no I/O: a reread goes through the broker (Input.Reread), never a client here"},

@@ -22,6 +22,7 @@ func TestDeps(t *testing.T) {
 		{"github.com/redis/", "policy keeps no shared state; Redis belongs to the broker's stores"},
 		{"github.com/labstack/", "policy has no HTTP surface; echo belongs to package web"},
 		{"github.com/playwright-community/", "policy decides browser effects from values; Playwright belongs to package browser"},
+		{"github.com/mxschmitt/", "policy decides browser effects from values; Playwright belongs to package browser"},
 		{"github.com/a-h/templ", "policy renders nothing; templ belongs to package dashboard"},
 		{"github.com/open-policy-agent/", "OPA is only a benchmark yardstick (policy/opabench); it must never reach the shipped binary"},
 		{"net/http", "policy does no I/O; whatever sends requests lives at the edges"},

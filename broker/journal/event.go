@@ -77,6 +77,7 @@ type Decision struct {
 	Method   string             `json:"method,omitempty"`
 	Host     string             `json:"host,omitempty"`
 	Path     string             `json:"path,omitempty"`
+	PageHost string             `json:"page_host,omitempty"` // browser: the host of the page the request leaves from
 	Atom     string             `json:"atom,omitempty"`
 	Declared policy.EffectClass `json:"declared,omitempty"`
 	Verified bool               `json:"verified,omitempty"`

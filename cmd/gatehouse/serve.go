@@ -22,6 +22,7 @@ import (
 	"github.com/gatehouse/gatehouse/broker/embedded"
 	"github.com/gatehouse/gatehouse/broker/journal"
 	"github.com/gatehouse/gatehouse/broker/subject"
+	"github.com/gatehouse/gatehouse/browser"
 	"github.com/gatehouse/gatehouse/dashboard"
 	"github.com/gatehouse/gatehouse/grounding"
 	"github.com/gatehouse/gatehouse/policy"
@@ -346,8 +347,11 @@ func openSinks(ctx context.Context, js jetstream.JetStream, c *serveConfig, sb *
 		return s, err
 	}
 	codeSink := code.New(sb, code.Config{})
-	s.sinks = append(s.sinks, out, peers, codeSink, process.New(process.Config{}))
-	s.bind = append(s.bind, func(b *broker.Broker) { peers.Bind(b) }, func(b *broker.Broker) { codeSink.Bind(b) })
+	pool := browser.New(browser.Config{Logger: log}) // Chromium starts on the first goto
+	s.closers = append(s.closers, pool.Close)
+	s.sinks = append(s.sinks, out, peers, codeSink, process.New(process.Config{}), pool)
+	s.bind = append(s.bind, func(b *broker.Broker) { peers.Bind(b) }, func(b *broker.Broker) { codeSink.Bind(b) },
+		func(b *broker.Broker) { pool.Bind(b) })
 
 	art, err := openArtifactStore(ctx, js, c, s)
 	if err != nil {
