@@ -255,42 +255,30 @@ func (b *Broker) propose(ctx context.Context, sinkName policy.Sink, data []byte)
 	reply.Decision = decisionBody(d)
 	b.metrics.observeDecision(sinkName, reply.Decision)
 
-	if b.mode != policy.ModeOff {
-		ev, err := b.event(run.ID, journal.TypeDecision, effectID, decisionData(run, pol, prop, d))
-		if err == nil {
-			err = b.record(ctx, ev)
+	if err := b.step(ctx, run.ID, journal.TypeDecision, effectID, decisionData(run, pol, prop, d)); err != nil {
+		if b.mode == policy.ModeStrict {
+			b.log.Error("decision not recorded; refusing", "run", run.ID, "effect", effectID, "err", err)
+			reply.Decision = &DecisionBody{Outcome: journal.OutcomeRefused, Mode: b.mode, Enforced: true,
+				Rule: "journal", Reasons: []policy.Reason{{Rule: "journal", Enforced: true,
+					Detail: "strict mode refuses an effect whose decision cannot be recorded"}}}
+			reply.Error = errorBody(err)
+			return reply
 		}
-		if err != nil {
-			if b.mode == policy.ModeStrict {
-				b.log.Error("decision not recorded; refusing", "run", run.ID, "effect", effectID, "err", err)
-				reply.Decision = &DecisionBody{Outcome: journal.OutcomeRefused, Mode: b.mode, Enforced: true,
-					Rule: "journal", Reasons: []policy.Reason{{Rule: "journal", Enforced: true,
-						Detail: "strict mode refuses an effect whose decision cannot be recorded"}}}
-				reply.Error = errorBody(err)
-				return reply
-			}
-			b.log.Error("decision not recorded; report mode lets the effect through", "run", run.ID, "effect", effectID, "err", err)
-		} else {
-			reply.Decision.Recorded = true
-		}
+		b.log.Error("decision not recorded; report mode lets the effect through", "run", run.ID, "effect", effectID, "err", err)
+	} else {
+		reply.Decision.Recorded = b.mode != policy.ModeOff
 	}
 	if d.Verdict != policy.VerdictAllow {
 		return reply
 	}
 
-	if b.mode != policy.ModeOff {
-		ev, err := b.event(run.ID, journal.TypeAttempt, effectID, journal.Attempt{Sink: sinkName, Action: req.Action})
-		if err == nil {
-			err = b.record(ctx, ev)
+	if err := b.step(ctx, run.ID, journal.TypeAttempt, effectID, journal.Attempt{Sink: sinkName, Action: req.Action}); err != nil {
+		if b.mode == policy.ModeStrict {
+			b.log.Error("attempt not recorded; not performing", "run", run.ID, "effect", effectID, "err", err)
+			reply.Error = errorBody(err)
+			return reply
 		}
-		if err != nil {
-			if b.mode == policy.ModeStrict {
-				b.log.Error("attempt not recorded; not performing", "run", run.ID, "effect", effectID, "err", err)
-				reply.Error = errorBody(err)
-				return reply
-			}
-			b.log.Error("attempt not recorded; report mode performs anyway", "run", run.ID, "effect", effectID, "err", err)
-		}
+		b.log.Error("attempt not recorded; report mode performs anyway", "run", run.ID, "effect", effectID, "err", err)
 	}
 
 	done, perr := sink.Perform(ctx, run, req, prop)
@@ -302,18 +290,25 @@ func (b *Broker) propose(ctx context.Context, sinkName policy.Sink, data []byte)
 	reply.Outcome = &done.Result
 	reply.Result = done.Reply
 
-	if b.mode != policy.ModeOff {
-		ev, err := b.event(run.ID, journal.TypeOutcome, effectID, done.Result)
-		if err == nil {
-			err = b.record(ctx, ev)
-		}
-		if err != nil {
-			// The effect happened; its outcome is missing from the record,
-			// which verify reports as an attempt without an outcome.
-			b.log.Error("outcome not recorded", "run", run.ID, "effect", effectID, "err", err)
-		}
+	if err := b.step(ctx, run.ID, journal.TypeOutcome, effectID, done.Result); err != nil {
+		// The effect happened; the journal shows its attempt with no
+		// outcome after it, and the log says why.
+		b.log.Error("outcome not recorded", "run", run.ID, "effect", effectID, "err", err)
 	}
 	return reply
+}
+
+// step records one event of an effect and waits for the journal's
+// acknowledgement; in mode off it records nothing and returns nil.
+func (b *Broker) step(ctx context.Context, run string, typ journal.Type, effect string, data any) error {
+	if b.mode == policy.ModeOff {
+		return nil
+	}
+	ev, err := b.event(run, typ, effect, data)
+	if err != nil {
+		return err
+	}
+	return b.record(ctx, ev)
 }
 
 func (b *Broker) record(ctx context.Context, ev *journal.Event) error {

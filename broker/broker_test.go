@@ -400,3 +400,24 @@ func subscribe(t *testing.T, nc *nats.Conn, subj string) *nats.Subscription {
 	}
 	return sub
 }
+
+// TestOffModeDecidesAndRecordsNothing: in mode off every effect goes
+// through and nothing reaches the journal, not even run.open.
+func TestOffModeDecidesAndRecordsNothing(t *testing.T) {
+	w := start(t, policy.ModeOff, denyOutput)
+	ctx := ctxT(t)
+	run, err := w.app.OpenWork(ctx, broker.OpenWork{Tenant: "acme", Person: "ada", Mandate: &policy.Mandate{Systems: []string{"erp"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reply, err := w.agent.Output(ctx, run, "ok", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := reply.Decision; d.Outcome != journal.OutcomeAllowed || d.Recorded || d.Mode != policy.ModeOff || reply.Outcome == nil {
+		t.Fatalf("off mode: %+v %+v", d, reply.Outcome)
+	}
+	if evs := w.journalEvents(t, run); len(evs) != 0 {
+		t.Fatalf("off mode recorded %v", types(evs))
+	}
+}
