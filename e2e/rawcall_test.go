@@ -70,6 +70,7 @@ var runtimeOwnFuncs = map[string]string{
 var runtimeOwnPackages = map[string]string{
 	module + "/broker/journal": "the journal writer: run files, head log and lock, the record itself",
 	module + "/sandbox":        "the sandbox's own mechanism (helper re-exec, cgroups, workspaces, self-test); its Run and RunHost are raw effects only sinks may call",
+	module + "/e2e/deptest":    "a test helper that runs go list for the dependency tests; imported by tests only",
 	module + "/sinks/sinktest": "the test harness (starts redis-server, writes rules files); imported by tests only",
 }
 
