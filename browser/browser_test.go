@@ -126,6 +126,11 @@ func ownSite(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintf(w, `fetch(%q + "/worker", {method: "POST", mode: "no-cors", body: "from-worker"});`, siteB.URL)
 	case r.URL.Path == "/frame.html":
 		fmt.Fprintf(w, `<script>fetch(%q + "/iframe", {method: "POST", mode: "no-cors", body: "secret-iframe"});</script>`, siteB.URL)
+	case r.URL.Path == "/many.html":
+		fmt.Fprint(w, manyPage)
+	case strings.HasPrefix(r.URL.Path, "/item/"):
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprint(w, "{}")
 	case r.URL.Path == "/form.html":
 		fmt.Fprint(w, formPage)
 	case r.URL.Path == "/set-cookie":
@@ -170,6 +175,12 @@ document.getElementById('fp').action = B + '/form-popup';
 document.getElementById('ping').ping = B + '/ping';
 </script>`
 
+// manyPage makes 200 requests to its own site, then says so.
+const manyPage = `<!doctype html><h1>many</h1><script>
+Promise.all(Array.from({length: 200}, (_, i) => fetch('/item/' + i).then(r => r.text())))
+  .then(() => { const p = document.createElement('p'); p.id = 'done'; p.textContent = 'done'; document.body.appendChild(p); });
+</script>`
+
 const formPage = `<!doctype html><h1>form</h1>
 <input id="name"><select id="color"><option>red</option><option>green</option></select>
 <button id="show" onclick="document.getElementById('out').textContent=document.getElementById('name').value+' '+document.getElementById('color').value">show</button>
@@ -177,7 +188,7 @@ const formPage = `<!doctype html><h1>form</h1>
 <script>document.getElementById('name').addEventListener('keydown', e => { if (e.key === 'Enter') document.getElementById('keys').textContent = 'enter'; });</script>`
 
 // start runs Gatehouse with the shared pool as its browser sink.
-func start(t *testing.T, mode policy.Mode, rules string) *sinktest.Env {
+func start(t testing.TB, mode policy.Mode, rules string) *sinktest.Env {
 	t.Helper()
 	return sinktest.Start(t, mode, rules, func(_ testing.TB, env *sinktest.Env) []broker.Sink {
 		fwd.set(env)
@@ -186,7 +197,7 @@ func start(t *testing.T, mode policy.Mode, rules string) *sinktest.Env {
 }
 
 // openRun opens work and closes the run's browser context when the test ends.
-func openRun(t *testing.T, env *sinktest.Env) string {
+func openRun(t testing.TB, env *sinktest.Env) string {
 	t.Helper()
 	run := env.Open(t, broker.OpenWork{Tenant: "acme", Person: "ada"})
 	t.Cleanup(func() { pool.CloseRun(run) })
@@ -194,7 +205,7 @@ func openRun(t *testing.T, env *sinktest.Env) string {
 }
 
 // do sends one action as the agent and fails the test on any error.
-func do(t *testing.T, env *sinktest.Env, run, action string, p map[string]any) *broker.EffectReply {
+func do(t testing.TB, env *sinktest.Env, run, action string, p map[string]any) *broker.EffectReply {
 	t.Helper()
 	r := try(t, env, run, action, p)
 	if r.Error != nil || r.Decision == nil || r.Decision.Outcome != journal.OutcomeAllowed {
@@ -203,7 +214,7 @@ func do(t *testing.T, env *sinktest.Env, run, action string, p map[string]any) *
 	return r
 }
 
-func try(t *testing.T, env *sinktest.Env, run, action string, p map[string]any) *broker.EffectReply {
+func try(t testing.TB, env *sinktest.Env, run, action string, p map[string]any) *broker.EffectReply {
 	t.Helper()
 	req := broker.EffectRequest{Run: run, Action: action}
 	if p != nil {
