@@ -1,7 +1,6 @@
 package grounding
 
 import (
-	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -10,11 +9,12 @@ import (
 	"io"
 	"os"
 	"path"
-	"path/filepath"
 	"strings"
 	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/gatehouse/gatehouse/policy/rulesyaml"
 )
 
 // ErrInvalidRules is wrapped by every error from Parse and Load about the
@@ -139,34 +139,14 @@ func Parse(name string, data []byte) (*Rules, error) {
 	fail := func(format string, args ...any) error {
 		return fmt.Errorf("grounding: %s: %w: %s", name, ErrInvalidRules, fmt.Sprintf(format, args...))
 	}
-	if strings.EqualFold(filepath.Ext(name), ".json") && !json.Valid(data) {
-		var v any
-		err := json.Unmarshal(data, &v)
-		if err == nil {
-			err = errors.New("not valid JSON")
-		}
-		return nil, fail("%v", err)
+	c := compiler{rulesyaml.Reader{Fail: fail}}
+	root, err := c.Root(name, data)
+	if errors.Is(err, rulesyaml.ErrEmpty) {
+		return nil, fail("the file is empty (write \"grounding: []\" for no rules)")
 	}
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	var doc yaml.Node
-	if err := dec.Decode(&doc); err != nil {
-		if errors.Is(err, io.EOF) {
-			return nil, fail("the file is empty (write \"grounding: []\" for no rules)")
-		}
-		return nil, fail("%v", err)
+	if err != nil {
+		return nil, err
 	}
-	var extra yaml.Node
-	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
-		if err != nil {
-			return nil, fail("%v", err)
-		}
-		return nil, fail("line %d: more than one YAML document; a rules file holds one", extra.Line)
-	}
-	root := &doc
-	if root.Kind == yaml.DocumentNode && len(root.Content) == 1 {
-		root = root.Content[0]
-	}
-	c := compiler{fail: fail}
 	r, err := c.file(root)
 	if err != nil {
 		return nil, err
@@ -206,122 +186,25 @@ func (r *Rules) Name() string {
 	return r.name
 }
 
-// compiler turns the YAML tree into Rules. Every error goes through fail,
+// compiler turns the YAML tree into Rules. Every error goes through Fail,
 // which names the file; messages name the line, the rule's index and name,
 // the part of the rule and the problem.
 type compiler struct {
-	fail func(format string, args ...any) error
+	rulesyaml.Reader
 }
 
-func (c *compiler) at(n *yaml.Node, where, format string, args ...any) error {
-	return c.fail("line %d: %s: %s", n.Line, where, fmt.Sprintf(format, args...))
-}
-
-type pair struct {
-	key   string
-	value *yaml.Node
-}
-
-// mapping returns the pairs of a mapping node, refusing aliases, merge
-// keys, keys that are not plain names, repeated keys and (when known is
-// not nil) keys not in known.
-func (c *compiler) mapping(n *yaml.Node, where string, known ...string) ([]pair, error) {
-	if n.Kind == yaml.AliasNode {
-		return nil, c.at(n, where, "YAML aliases are not supported in a rules file")
-	}
-	if n.Kind != yaml.MappingNode {
-		return nil, c.at(n, where, "want a mapping (key: value), got %s", kindName(n))
-	}
-	pairs := make([]pair, 0, len(n.Content)/2)
-	for i := 0; i+1 < len(n.Content); i += 2 {
-		k, v := n.Content[i], n.Content[i+1]
-		if k.ShortTag() == "!!merge" {
-			return nil, c.at(k, where, "YAML merge keys are not supported in a rules file")
-		}
-		if k.Kind != yaml.ScalarNode || k.ShortTag() != "!!str" {
-			return nil, c.at(k, where, "keys must be plain names")
-		}
-		if v.Kind == yaml.AliasNode {
-			return nil, c.at(v, where, "YAML aliases are not supported in a rules file")
-		}
-		for _, p := range pairs {
-			if p.key == k.Value {
-				return nil, c.at(k, where, "key %q appears twice", k.Value)
-			}
-		}
-		if known != nil && !contains(known, k.Value) {
-			return nil, c.at(k, where, "unknown key %q (the keys here are %s)", k.Value, strings.Join(known, ", "))
-		}
-		pairs = append(pairs, pair{k.Value, v})
-	}
-	return pairs, nil
-}
-
-func (c *compiler) sequence(n *yaml.Node, where string) ([]*yaml.Node, error) {
-	if n.Kind != yaml.SequenceNode {
-		return nil, c.at(n, where, "want a list, got %s", kindName(n))
-	}
-	for _, e := range n.Content {
-		if e.Kind == yaml.AliasNode {
-			return nil, c.at(e, where, "YAML aliases are not supported in a rules file")
-		}
-	}
-	return n.Content, nil
-}
-
-// scalar returns the text of a non-null scalar.
+// scalar returns the text of a non-null, non-empty scalar.
 func (c *compiler) scalar(n *yaml.Node, where string) (string, error) {
-	if n.Kind != yaml.ScalarNode || n.ShortTag() == "!!null" {
-		return "", c.at(n, where, "want a single value, got %s", kindName(n))
+	v, err := c.Scalar(n, where)
+	if err == nil && v == "" {
+		return "", c.At(n, where, "the value is empty")
 	}
-	if n.Value == "" {
-		return "", c.at(n, where, "the value is empty")
-	}
-	return n.Value, nil
+	return v, err
 }
 
 // list reads one scalar (a one-element list) or a non-empty list of them.
 func (c *compiler) list(n *yaml.Node, where string) ([]string, error) {
-	if n.Kind == yaml.ScalarNode {
-		s, err := c.scalar(n, where)
-		if err != nil {
-			return nil, err
-		}
-		return []string{s}, nil
-	}
-	items, err := c.sequence(n, where)
-	if err != nil {
-		return nil, err
-	}
-	if len(items) == 0 {
-		return nil, c.at(n, where, "an empty list matches nothing; remove the key or give a value")
-	}
-	out := make([]string, 0, len(items))
-	for _, e := range items {
-		s, err := c.scalar(e, where)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, s)
-	}
-	return out, nil
-}
-
-func kindName(n *yaml.Node) string {
-	switch n.Kind {
-	case yaml.MappingNode:
-		return "a mapping"
-	case yaml.SequenceNode:
-		return "a list"
-	case yaml.AliasNode:
-		return "an alias"
-	case yaml.ScalarNode:
-		if n.ShortTag() == "!!null" {
-			return "nothing (null)"
-		}
-		return fmt.Sprintf("%q", n.Value)
-	}
-	return "an unexpected YAML node"
+	return c.List(n, where, c.scalar, c.Sequence)
 }
 
 func contains(list []string, s string) bool {
@@ -335,23 +218,23 @@ func contains(list []string, s string) bool {
 
 func (c *compiler) file(root *yaml.Node) (*Rules, error) {
 	if root.Kind == yaml.ScalarNode && root.ShortTag() == "!!null" || root.Kind == yaml.DocumentNode {
-		return nil, c.fail("the file holds nothing (write \"grounding: []\" for no rules)")
+		return nil, c.Fail("the file holds nothing (write \"grounding: []\" for no rules)")
 	}
-	pairs, err := c.mapping(root, "top level")
+	pairs, err := c.Mapping(root, "top level")
 	if err != nil {
 		return nil, err
 	}
 	var list *yaml.Node
 	for _, kv := range pairs {
-		if kv.key != "grounding" {
-			return nil, c.at(kv.value, "top level", "unknown key %q (a grounding rules file has one key, grounding)", kv.key)
+		if kv.Key != "grounding" {
+			return nil, c.At(kv.Value, "top level", "unknown key %q (a grounding rules file has one key, grounding)", kv.Key)
 		}
-		list = kv.value
+		list = kv.Value
 	}
 	if list == nil {
-		return nil, c.fail("no grounding key (write \"grounding: []\" for no rules)")
+		return nil, c.Fail("no grounding key (write \"grounding: []\" for no rules)")
 	}
-	items, err := c.sequence(list, "grounding")
+	items, err := c.Sequence(list, "grounding")
 	if err != nil {
 		return nil, err
 	}
@@ -363,7 +246,7 @@ func (c *compiler) file(root *yaml.Node) (*Rules, error) {
 		}
 		for _, prev := range r.rules {
 			if prev.name == ru.name {
-				return nil, c.at(item, fmt.Sprintf("grounding[%d] %q", i, ru.name), "the name is already used by grounding[%d]; rule names must be unique", prev.index)
+				return nil, c.At(item, fmt.Sprintf("grounding[%d] %q", i, ru.name), "the name is already used by grounding[%d]; rule names must be unique", prev.index)
 			}
 		}
 		r.rules = append(r.rules, ru)
@@ -386,23 +269,23 @@ func (c *compiler) rule(i int, item *yaml.Node) (*rule, error) {
 			}
 		}
 	}
-	pairs, err := c.mapping(item, where, ruleKeys...)
+	pairs, err := c.Mapping(item, where, ruleKeys...)
 	if err != nil {
 		return nil, err
 	}
 	ru := &rule{index: i, named: map[string]bool{}}
 	get := map[string]*yaml.Node{}
 	for _, kv := range pairs {
-		get[kv.key] = kv.value
+		get[kv.Key] = kv.Value
 	}
 	if n := get["name"]; n == nil {
-		return nil, c.at(item, where, "the rule has no name; every rule needs one so decisions can cite it")
+		return nil, c.At(item, where, "the rule has no name; every rule needs one so decisions can cite it")
 	} else if ru.name, err = c.scalar(n, where+" name"); err != nil {
 		return nil, err
 	}
 	n := get["match"]
 	if n == nil {
-		return nil, c.at(item, where, "the rule has no match; say which provider calls it grounds")
+		return nil, c.At(item, where, "the rule has no match; say which provider calls it grounds")
 	}
 	if ru.match, err = c.matcher(n, where+" match"); err != nil {
 		return nil, err
@@ -414,7 +297,7 @@ func (c *compiler) rule(i int, item *yaml.Node) (*rule, error) {
 		}
 		for _, s := range srcs {
 			if s != "input" {
-				return nil, c.at(n, where+" selectors_from", "unknown source %q (the one source is input, the caller's structured input)", s)
+				return nil, c.At(n, where+" selectors_from", "unknown source %q (the one source is input, the caller's structured input)", s)
 			}
 		}
 		ru.fromInput = true
@@ -425,14 +308,14 @@ func (c *compiler) rule(i int, item *yaml.Node) (*rule, error) {
 			return nil, err
 		}
 		if s != "reread" {
-			return nil, c.at(n, where+" fresh", "unknown value %q (fresh takes reread; bound a record's age with max_age_seconds)", s)
+			return nil, c.At(n, where+" fresh", "unknown value %q (fresh takes reread; bound a record's age with max_age_seconds)", s)
 		}
 		ru.reread = true
 	}
 	if n := get["max_age_seconds"]; n != nil {
 		var secs int64
 		if n.Kind != yaml.ScalarNode || n.ShortTag() != "!!int" || n.Decode(&secs) != nil || secs <= 0 || secs > 1<<31 {
-			return nil, c.at(n, where+" max_age_seconds", "want a whole number of seconds above 0, got %s", kindName(n))
+			return nil, c.At(n, where+" max_age_seconds", "want a whole number of seconds above 0, got %s", rulesyaml.KindName(n))
 		}
 		ru.maxAge = time.Duration(secs) * time.Second
 	}
@@ -446,11 +329,11 @@ func (c *compiler) rule(i int, item *yaml.Node) (*rule, error) {
 			ru.denyOthers = true
 		case "allow":
 		default:
-			return nil, c.at(n, where+" other_fields", "unknown value %q (other_fields takes deny or allow)", s)
+			return nil, c.At(n, where+" other_fields", "unknown value %q (other_fields takes deny or allow)", s)
 		}
 	}
 	if n := get["bind"]; n != nil {
-		items, err := c.sequence(n, where+" bind")
+		items, err := c.Sequence(n, where+" bind")
 		if err != nil {
 			return nil, err
 		}
@@ -463,7 +346,7 @@ func (c *compiler) rule(i int, item *yaml.Node) (*rule, error) {
 		}
 	}
 	if n := get["require"]; n != nil {
-		items, err := c.sequence(n, where+" require")
+		items, err := c.Sequence(n, where+" require")
 		if err != nil {
 			return nil, err
 		}
@@ -476,7 +359,7 @@ func (c *compiler) rule(i int, item *yaml.Node) (*rule, error) {
 		}
 	}
 	if len(ru.reqs) == 0 && !ru.denyOthers {
-		return nil, c.at(item, where, "the rule checks nothing; give it a require list or other_fields: deny")
+		return nil, c.At(item, where, "the rule checks nothing; give it a require list or other_fields: deny")
 	}
 	return ru, nil
 }
@@ -485,16 +368,16 @@ var matchKeys = []string{"provider", "method", "path"}
 
 func (c *compiler) matcher(n *yaml.Node, where string) (matcher, error) {
 	var m matcher
-	pairs, err := c.mapping(n, where, matchKeys...)
+	pairs, err := c.Mapping(n, where, matchKeys...)
 	if err != nil {
 		return m, err
 	}
 	for _, kv := range pairs {
-		vals, err := c.list(kv.value, where+"."+kv.key)
+		vals, err := c.list(kv.Value, where+"."+kv.Key)
 		if err != nil {
 			return m, err
 		}
-		switch kv.key {
+		switch kv.Key {
 		case "provider":
 			m.providers = vals
 		case "method":
@@ -506,14 +389,14 @@ func (c *compiler) matcher(n *yaml.Node, where string) (matcher, error) {
 			for _, v := range vals {
 				p, err := parsePattern(v)
 				if err != nil {
-					return m, c.at(kv.value, where+".path", "%q: %v", v, err)
+					return m, c.At(kv.Value, where+".path", "%q: %v", v, err)
 				}
 				m.paths = append(m.paths, p)
 			}
 		}
 	}
 	if m.providers == nil {
-		return m, c.at(n, where, "the match names no provider; a grounding rule is for one provider's calls")
+		return m, c.At(n, where, "the match names no provider; a grounding rule is for one provider's calls")
 	}
 	return m, nil
 }
@@ -615,83 +498,83 @@ var bindKeys = []string{"name", "read", "where"}
 func (c *compiler) binding(ru *rule, j int, n *yaml.Node, ruleWhere string) (binding, error) {
 	where := fmt.Sprintf("%s bind[%d]", ruleWhere, j)
 	var b binding
-	pairs, err := c.mapping(n, where, bindKeys...)
+	pairs, err := c.Mapping(n, where, bindKeys...)
 	if err != nil {
 		return b, err
 	}
 	get := map[string]*yaml.Node{}
 	for _, kv := range pairs {
-		get[kv.key] = kv.value
+		get[kv.Key] = kv.Value
 	}
 	if get["name"] == nil {
-		return b, c.at(n, where, "the binding has no name; requirements refer to it by name")
+		return b, c.At(n, where, "the binding has no name; requirements refer to it by name")
 	}
 	if b.name, err = c.scalar(get["name"], where+" name"); err != nil {
 		return b, err
 	}
 	where = fmt.Sprintf("%s bind[%d] %q", ruleWhere, j, b.name)
 	if !isIdent(b.name) || b.name == "request" || b.name == "input" {
-		return b, c.at(get["name"], where, "a binding's name is a letter then letters, digits and _, and not request or input")
+		return b, c.At(get["name"], where, "a binding's name is a letter then letters, digits and _, and not request or input")
 	}
 	for _, prev := range ru.binds {
 		if prev.name == b.name {
-			return b, c.at(n, where, "the name is already bound earlier in this rule")
+			return b, c.At(n, where, "the name is already bound earlier in this rule")
 		}
 	}
 	rd := get["read"]
 	if rd == nil {
-		return b, c.at(n, where, "the binding has no read: say which provider path holds the record")
+		return b, c.At(n, where, "the binding has no read: say which provider path holds the record")
 	}
-	rp, err := c.mapping(rd, where+" read", "provider", "path")
+	rp, err := c.Mapping(rd, where+" read", "provider", "path")
 	if err != nil {
 		return b, err
 	}
 	var tmplNode *yaml.Node
 	for _, kv := range rp {
-		s, err := c.scalar(kv.value, where+" read."+kv.key)
+		s, err := c.scalar(kv.Value, where+" read."+kv.Key)
 		if err != nil {
 			return b, err
 		}
-		if kv.key == "provider" {
+		if kv.Key == "provider" {
 			b.provider = s
 		} else {
-			tmplNode = kv.value
+			tmplNode = kv.Value
 			if b.read, err = parseTemplate(s); err != nil {
-				return b, c.at(kv.value, where+" read.path", "%q: %v", s, err)
+				return b, c.At(kv.Value, where+" read.path", "%q: %v", s, err)
 			}
 		}
 	}
 	if b.provider == "" || tmplNode == nil {
-		return b, c.at(rd, where+" read", "read needs both provider and path")
+		return b, c.At(rd, where+" read", "read needs both provider and path")
 	}
 	wn := get["where"]
 	if wn == nil {
-		return b, c.at(n, where, "the binding has no where: say how each placeholder of %s is filled", b.read.text)
+		return b, c.At(n, where, "the binding has no where: say how each placeholder of %s is filled", b.read.text)
 	}
-	wp, err := c.mapping(wn, where+" where")
+	wp, err := c.Mapping(wn, where+" where")
 	if err != nil {
 		return b, err
 	}
 	set := map[string]fieldPath{}
 	for _, kv := range wp {
-		if !b.read.has(kv.key) {
-			return b, c.at(kv.value, where+" where", "%q is not a placeholder of %s", kv.key, b.read.text)
+		if !b.read.has(kv.Key) {
+			return b, c.At(kv.Value, where+" where", "%q is not a placeholder of %s", kv.Key, b.read.text)
 		}
-		s, err := c.scalar(kv.value, where+" where."+kv.key)
+		s, err := c.scalar(kv.Value, where+" where."+kv.Key)
 		if err != nil {
 			return b, err
 		}
 		fp, err := parseFieldPath(s, ru)
 		if err != nil {
-			return b, c.at(kv.value, where+" where."+kv.key, "%v", err)
+			return b, c.At(kv.Value, where+" where."+kv.Key, "%v", err)
 		}
 		if err := c.selectorSource(ru, fp, b.name); err != nil {
-			return b, c.at(kv.value, where+" where."+kv.key, "%v", err)
+			return b, c.At(kv.Value, where+" where."+kv.Key, "%v", err)
 		}
 		if fp.star {
-			return b, c.at(kv.value, where+" where."+kv.key, "a selector picks one record; [*] is only for one_of")
+			return b, c.At(kv.Value, where+" where."+kv.Key, "a selector picks one record; [*] is only for one_of")
 		}
-		set[kv.key] = fp
+		set[kv.Key] = fp
 		if fp.root.isRequest() {
 			ru.named[fp.requestField()] = true
 		}
@@ -702,7 +585,7 @@ func (c *compiler) binding(ru *rule, j int, n *yaml.Node, ruleWhere string) (bin
 		}
 		fp, ok := set[sg.param]
 		if !ok {
-			return b, c.at(wn, where+" where", "placeholder {%s} of %s has no where", sg.param, b.read.text)
+			return b, c.At(wn, where+" where", "placeholder {%s} of %s has no where", sg.param, b.read.text)
 		}
 		b.where = append(b.where, selector{param: sg.param, from: fp})
 	}
@@ -765,33 +648,33 @@ func (c *compiler) requirement(ru *rule, j int, n *yaml.Node, ruleWhere string) 
 		}
 	}
 	var q requirement
-	pairs, err := c.mapping(n, where, requireKeys...)
+	pairs, err := c.Mapping(n, where, requireKeys...)
 	if err != nil {
 		return q, err
 	}
 	var relNode *yaml.Node
 	var relName string
 	for _, kv := range pairs {
-		switch kv.key {
+		switch kv.Key {
 		case "field":
-			s, err := c.scalar(kv.value, where+" field")
+			s, err := c.scalar(kv.Value, where+" field")
 			if err != nil {
 				return q, err
 			}
 			if q.field, err = parseFieldPath(s, ru); err != nil {
-				return q, c.at(kv.value, where+" field", "%v", err)
+				return q, c.At(kv.Value, where+" field", "%v", err)
 			}
 			if !q.field.root.isRequest() {
-				return q, c.at(kv.value, where+" field", "%s: the field checked is a value of the request (request.json, request.form, request.query or request.path)", s)
+				return q, c.At(kv.Value, where+" field", "%s: the field checked is a value of the request (request.json, request.form, request.query or request.path)", s)
 			}
 			if q.field.star {
-				return q, c.at(kv.value, where+" field", "%s: [*] is only for one_of", s)
+				return q, c.At(kv.Value, where+" field", "%s: [*] is only for one_of", s)
 			}
 			if q.field.root == rootPath && !ru.match.hasParam(q.field.segs[0].key) {
-				return q, c.at(kv.value, where+" field", "%s: the match path has no {%s} placeholder (in every path it lists)", s, q.field.segs[0].key)
+				return q, c.At(kv.Value, where+" field", "%s: the match path has no {%s} placeholder (in every path it lists)", s, q.field.segs[0].key)
 			}
 		case "as":
-			s, err := c.scalar(kv.value, where+" as")
+			s, err := c.scalar(kv.Value, where+" as")
 			if err != nil {
 				return q, err
 			}
@@ -799,23 +682,23 @@ func (c *compiler) requirement(ru *rule, j int, n *yaml.Node, ruleWhere string) 
 			case KindIBAN, KindMoney, KindNumber, KindEmail, KindText, KindID, KindExact:
 				q.kind = s
 			default:
-				return q, c.at(kv.value, where+" as", "unknown comparison %q (as takes iban, money, number, email, text, id or exact)", s)
+				return q, c.At(kv.Value, where+" as", "unknown comparison %q (as takes iban, money, number, email, text, id or exact)", s)
 			}
 		default:
 			if relNode != nil {
-				return q, c.at(kv.value, where, "%s and %s both given; a requirement has one relation", relName, kv.key)
+				return q, c.At(kv.Value, where, "%s and %s both given; a requirement has one relation", relName, kv.Key)
 			}
-			relNode, relName = kv.value, kv.key
+			relNode, relName = kv.Value, kv.Key
 		}
 	}
 	if q.field.text == "" {
-		return q, c.at(n, where, "the requirement has no field: say which value of the request it checks")
+		return q, c.At(n, where, "the requirement has no field: say which value of the request it checks")
 	}
 	if relNode == nil {
-		return q, c.at(n, where, "the requirement has no relation (equals, one_of or at_most)")
+		return q, c.At(n, where, "the requirement has no relation (equals, one_of or at_most)")
 	}
 	if q.kind == "" {
-		return q, c.at(n, where, "the requirement has no as: say how to compare (iban, money, number, email, text, id or exact)")
+		return q, c.At(n, where, "the requirement has no as: say how to compare (iban, money, number, email, text, id or exact)")
 	}
 	switch relName {
 	case "equals":
@@ -823,18 +706,18 @@ func (c *compiler) requirement(ru *rule, j int, n *yaml.Node, ruleWhere string) 
 	case "at_most":
 		q.rel = relAtMost
 		if q.kind != KindMoney && q.kind != KindNumber {
-			return q, c.at(relNode, where, "at_most compares money or number, not %s", q.kind)
+			return q, c.At(relNode, where, "at_most compares money or number, not %s", q.kind)
 		}
 	case "one_of":
 		q.rel = relOneOf
 	}
 	if q.rel == relOneOf && relNode.Kind == yaml.SequenceNode {
-		items, err := c.sequence(relNode, where+" one_of")
+		items, err := c.Sequence(relNode, where+" one_of")
 		if err != nil {
 			return q, err
 		}
 		if len(items) == 0 {
-			return q, c.at(relNode, where+" one_of", "an empty list allows nothing")
+			return q, c.At(relNode, where+" one_of", "an empty list allows nothing")
 		}
 		for _, it := range items {
 			v, err := c.literal(it, where+" one_of")
@@ -842,7 +725,7 @@ func (c *compiler) requirement(ru *rule, j int, n *yaml.Node, ruleWhere string) 
 				return q, err
 			}
 			if _, err := canonicalAny(q.kind, v); err != nil {
-				return q, c.at(it, where+" one_of", "an entry cannot be read as %s", q.kind)
+				return q, c.At(it, where+" one_of", "an entry cannot be read as %s", q.kind)
 			}
 			q.list = append(q.list, v)
 		}
@@ -853,19 +736,19 @@ func (c *compiler) requirement(ru *rule, j int, n *yaml.Node, ruleWhere string) 
 			return q, err
 		}
 		if q.against, err = parseFieldPath(s, ru); err != nil {
-			return q, c.at(relNode, where+" "+relName, "%v", err)
+			return q, c.At(relNode, where+" "+relName, "%v", err)
 		}
 		switch {
 		case q.against.root.isRequest():
-			return q, c.at(relNode, where+" "+relName, "%s is in the request itself; a request value cannot ground another", s)
+			return q, c.At(relNode, where+" "+relName, "%s is in the request itself; a request value cannot ground another", s)
 		case q.against.root == rootBinding && q.against.bind < 0:
-			return q, c.at(relNode, where+" "+relName, "%s refers to %q, which is not a binding of this rule", s, q.against.bindName)
+			return q, c.At(relNode, where+" "+relName, "%s refers to %q, which is not a binding of this rule", s, q.against.bindName)
 		case q.against.root == rootInput && !ru.fromInput:
-			return q, c.at(relNode, where+" "+relName, "%s comes from the caller's input; add selectors_from: [input] to use it", s)
+			return q, c.At(relNode, where+" "+relName, "%s comes from the caller's input; add selectors_from: [input] to use it", s)
 		case q.rel == relOneOf && !q.against.star:
-			return q, c.at(relNode, where+" one_of", "one_of takes a list, or a path to a list ending in [*] (e.g. %s[*])", s)
+			return q, c.At(relNode, where+" one_of", "one_of takes a list, or a path to a list ending in [*] (e.g. %s[*])", s)
 		case q.rel != relOneOf && q.against.star:
-			return q, c.at(relNode, where+" "+relName, "[*] is only for one_of")
+			return q, c.At(relNode, where+" "+relName, "[*] is only for one_of")
 		}
 		q.text = fmt.Sprintf("%s %s %s (%s)", q.field.text, relName, s, q.kind)
 	}
@@ -877,7 +760,7 @@ func (c *compiler) requirement(ru *rule, j int, n *yaml.Node, ruleWhere string) 
 // or null.
 func (c *compiler) literal(n *yaml.Node, where string) (any, error) {
 	if n.Kind != yaml.ScalarNode {
-		return nil, c.at(n, where, "want a single value, got %s", kindName(n))
+		return nil, c.At(n, where, "want a single value, got %s", rulesyaml.KindName(n))
 	}
 	switch n.ShortTag() {
 	case "!!str":
@@ -887,16 +770,16 @@ func (c *compiler) literal(n *yaml.Node, where string) (any, error) {
 	case "!!bool":
 		var b bool
 		if err := n.Decode(&b); err != nil {
-			return nil, c.at(n, where, "want true or false")
+			return nil, c.At(n, where, "want true or false")
 		}
 		return b, nil
 	case "!!int", "!!float":
 		if !decimalSyntax(n.Value, true) {
-			return nil, c.at(n, where, "%q is not a plain decimal number; quote it if it is text", n.Value)
+			return nil, c.At(n, where, "%q is not a plain decimal number; quote it if it is text", n.Value)
 		}
 		return json.Number(n.Value), nil
 	}
-	return nil, c.at(n, where, "want a plain value, got tag %s", n.ShortTag())
+	return nil, c.At(n, where, "want a plain value, got tag %s", n.ShortTag())
 }
 
 // canonicalAny checks that v can be read as kind.

@@ -1,21 +1,20 @@
 package policy
 
 import (
-	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"math/big"
 	"os"
 	"path"
-	"path/filepath"
 	"strings"
 
 	"github.com/bmatcuk/doublestar/v4"
 	"go.yaml.in/yaml/v3"
+
+	"github.com/gatehouse/gatehouse/policy/rulesyaml"
 )
 
 // Errors returned by Load and Parse, always wrapped with the file name and
@@ -75,42 +74,14 @@ func parse(name string, data []byte) (*Policy, error) {
 	fail := func(format string, args ...any) error {
 		return fmt.Errorf("policy: %s: %w: %s", name, ErrInvalidPolicy, fmt.Sprintf(format, args...))
 	}
-	if strings.EqualFold(filepath.Ext(name), ".json") && len(bytes.TrimSpace(data)) > 0 && !json.Valid(data) {
-		// Decode to get json's position-bearing message.
-		var v any
-		err := json.Unmarshal(data, &v)
-		if err == nil {
-			err = errors.New("not valid JSON")
-		}
-		return nil, fail("%v", err)
-	}
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	dec.KnownFields(true)
-	var doc yaml.Node
-	if err := dec.Decode(&doc); err != nil {
-		if errors.Is(err, io.EOF) {
-			return nil, fmt.Errorf("policy: %s: %w: no rules, scopes or agents (write at least one section, e.g. \"rules: []\")", name, ErrNoRules)
-		}
-		return nil, fail("%v", err)
-	}
-	var extra yaml.Node
-	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
-		if err != nil {
-			return nil, fail("%v", err)
-		}
-		return nil, fail("line %d: more than one YAML document; a rules file holds one", extra.Line)
-	}
-	root := &doc
-	if root.Kind == yaml.DocumentNode {
-		if len(root.Content) != 1 {
-			return nil, fmt.Errorf("policy: %s: %w: no rules, scopes or agents", name, ErrNoRules)
-		}
-		root = root.Content[0]
-	}
-	if root.Kind == yaml.ScalarNode && root.ShortTag() == "!!null" {
+	c := compiler{rulesyaml.Reader{Fail: fail}}
+	root, err := c.Root(name, data)
+	if errors.Is(err, rulesyaml.ErrEmpty) {
 		return nil, fmt.Errorf("policy: %s: %w: no rules, scopes or agents (write at least one section, e.g. \"rules: []\")", name, ErrNoRules)
 	}
-	c := compiler{fail: fail}
+	if err != nil {
+		return nil, err
+	}
 	p, err := c.file(root)
 	if err != nil {
 		return nil, err
@@ -118,102 +89,25 @@ func parse(name string, data []byte) (*Policy, error) {
 	return p, nil
 }
 
-// compiler turns the YAML tree into a Policy. Every error goes through fail,
-// which names the file; the message names the line, the section, the
+// compiler turns the YAML tree into a Policy. Every error goes through
+// Fail, which names the file; the message names the line, the section, the
 // entry's index and name, and the problem.
 type compiler struct {
-	fail func(format string, args ...any) error
+	rulesyaml.Reader
 }
 
-func (c *compiler) at(n *yaml.Node, where, format string, args ...any) error {
-	return c.fail("line %d: %s: %s", n.Line, where, fmt.Sprintf(format, args...))
-}
-
-type pair struct {
-	key   string
-	value *yaml.Node
-}
-
-// mapping returns the key/value pairs of a mapping node, refusing aliases,
-// merge keys, non-string keys and repeated keys.
-func (c *compiler) mapping(n *yaml.Node, where string) ([]pair, error) {
-	if n.Kind == yaml.AliasNode {
-		return nil, c.at(n, where, "YAML aliases are not supported in a rules file")
-	}
-	if n.Kind != yaml.MappingNode {
-		return nil, c.at(n, where, "want a mapping (key: value), got %s", kindName(n))
-	}
-	pairs := make([]pair, 0, len(n.Content)/2)
-	for i := 0; i+1 < len(n.Content); i += 2 {
-		k, v := n.Content[i], n.Content[i+1]
-		if k.ShortTag() == "!!merge" {
-			return nil, c.at(k, where, "YAML merge keys are not supported in a rules file")
-		}
-		if k.Kind != yaml.ScalarNode || k.ShortTag() != "!!str" {
-			return nil, c.at(k, where, "keys must be plain names")
-		}
-		if v.Kind == yaml.AliasNode {
-			return nil, c.at(v, where, "YAML aliases are not supported in a rules file")
-		}
-		for _, p := range pairs {
-			if p.key == k.Value {
-				return nil, c.at(k, where, "key %q appears twice", k.Value)
-			}
-		}
-		pairs = append(pairs, pair{k.Value, v})
-	}
-	return pairs, nil
-}
-
+// sequence reads a list; null is an empty one.
 func (c *compiler) sequence(n *yaml.Node, where string) ([]*yaml.Node, error) {
 	if n.Kind == yaml.ScalarNode && n.ShortTag() == "!!null" {
 		return nil, nil
 	}
-	if n.Kind != yaml.SequenceNode {
-		return nil, c.at(n, where, "want a list, got %s", kindName(n))
-	}
-	for _, e := range n.Content {
-		if e.Kind == yaml.AliasNode {
-			return nil, c.at(e, where, "YAML aliases are not supported in a rules file")
-		}
-	}
-	return n.Content, nil
-}
-
-// scalar returns the text of a non-null scalar.
-func (c *compiler) scalar(n *yaml.Node, where string) (string, error) {
-	if n.Kind != yaml.ScalarNode || n.ShortTag() == "!!null" {
-		return "", c.at(n, where, "want a single value, got %s", kindName(n))
-	}
-	return n.Value, nil
+	return c.Sequence(n, where)
 }
 
 // list reads a value that is a scalar (a one-element list) or a non-empty
 // list of scalars.
 func (c *compiler) list(n *yaml.Node, where string) ([]string, error) {
-	if n.Kind == yaml.ScalarNode {
-		s, err := c.scalar(n, where)
-		if err != nil {
-			return nil, err
-		}
-		return []string{s}, nil
-	}
-	items, err := c.sequence(n, where)
-	if err != nil {
-		return nil, err
-	}
-	if len(items) == 0 {
-		return nil, c.at(n, where, "an empty list matches nothing; remove the key or give a value")
-	}
-	out := make([]string, 0, len(items))
-	for _, e := range items {
-		s, err := c.scalar(e, where)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, s)
-	}
-	return out, nil
+	return c.List(n, where, c.Scalar, c.sequence)
 }
 
 // names reads a card list: absent, null or empty all restrict nothing.
@@ -227,7 +121,7 @@ func (c *compiler) names(n *yaml.Node, where string) ([]string, error) {
 	}
 	var out []string
 	for _, e := range items {
-		s, err := c.scalar(e, where)
+		s, err := c.Scalar(e, where)
 		if err != nil {
 			return nil, err
 		}
@@ -238,57 +132,40 @@ func (c *compiler) names(n *yaml.Node, where string) ([]string, error) {
 
 func (c *compiler) boolean(n *yaml.Node, where string) (bool, error) {
 	if n.Kind != yaml.ScalarNode || n.ShortTag() != "!!bool" {
-		return false, c.at(n, where, "want true or false, got %s", kindName(n))
+		return false, c.At(n, where, "want true or false, got %s", rulesyaml.KindName(n))
 	}
 	var b bool
 	if err := n.Decode(&b); err != nil {
-		return false, c.at(n, where, "want true or false: %v", err)
+		return false, c.At(n, where, "want true or false: %v", err)
 	}
 	return b, nil
 }
 
-func kindName(n *yaml.Node) string {
-	switch n.Kind {
-	case yaml.MappingNode:
-		return "a mapping"
-	case yaml.SequenceNode:
-		return "a list"
-	case yaml.AliasNode:
-		return "an alias"
-	case yaml.ScalarNode:
-		if n.ShortTag() == "!!null" {
-			return "nothing (null)"
-		}
-		return fmt.Sprintf("%q", n.Value)
-	}
-	return "an unexpected YAML node"
-}
-
 func (c *compiler) file(root *yaml.Node) (*Policy, error) {
-	pairs, err := c.mapping(root, "top level")
+	pairs, err := c.Mapping(root, "top level")
 	if err != nil {
 		return nil, err
 	}
 	if len(pairs) == 0 {
-		return nil, c.fail("%v: no rules, scopes or agents (write at least one section, e.g. \"rules: []\")", ErrNoRules)
+		return nil, c.Fail("%v: no rules, scopes or agents (write at least one section, e.g. \"rules: []\")", ErrNoRules)
 	}
 	p := &Policy{}
 	for _, kv := range pairs {
-		switch kv.key {
+		switch kv.Key {
 		case "rules":
 			var rs []rule
-			rs, err = c.rules(kv.value, "rules", providerKeys)
+			rs, err = c.rules(kv.Value, "rules", providerKeys)
 			p.rules = newRulesSection(rs)
 		case "effects":
 			var rs []rule
-			rs, err = c.rules(kv.value, "effects", effectKeys)
+			rs, err = c.rules(kv.Value, "effects", effectKeys)
 			p.effects = newEffectsSection(rs)
 		case "scopes":
-			p.scopes, err = c.scopes(kv.value)
+			p.scopes, err = c.scopes(kv.Value)
 		case "agents":
-			p.agents, err = c.agents(kv.value)
+			p.agents, err = c.agents(kv.Value)
 		default:
-			return nil, c.at(kv.value, "top level", "unknown section %q (the sections are rules, effects, scopes and agents)", kv.key)
+			return nil, c.At(kv.Value, "top level", "unknown section %q (the sections are rules, effects, scopes and agents)", kv.Key)
 		}
 		if err != nil {
 			return nil, err
@@ -313,39 +190,39 @@ func (c *compiler) rules(n *yaml.Node, section string, keys []string) ([]rule, e
 	out := make([]rule, 0, len(items))
 	for i, item := range items {
 		where := fmt.Sprintf("%s[%d]", section, i)
-		pairs, err := c.mapping(item, where)
+		pairs, err := c.Mapping(item, where)
 		if err != nil {
 			return nil, err
 		}
 		r := rule{index: i}
 		var matchNode *yaml.Node
 		for _, kv := range pairs {
-			switch kv.key {
+			switch kv.Key {
 			case "name":
-				if r.name, err = c.scalar(kv.value, where+" name"); err != nil {
+				if r.name, err = c.Scalar(kv.Value, where+" name"); err != nil {
 					return nil, err
 				}
 			case "decision":
-				if r.decision, err = c.scalar(kv.value, where+" decision"); err != nil {
+				if r.decision, err = c.Scalar(kv.Value, where+" decision"); err != nil {
 					return nil, err
 				}
 			case "match":
-				matchNode = kv.value
+				matchNode = kv.Value
 			default:
-				return nil, c.at(kv.value, where, "unknown key %q (a rule has name, decision and match)", kv.key)
+				return nil, c.At(kv.Value, where, "unknown key %q (a rule has name, decision and match)", kv.Key)
 			}
 		}
 		if r.name == "" {
-			return nil, c.at(item, where, "the rule has no name; every rule needs one so decisions can cite it")
+			return nil, c.At(item, where, "the rule has no name; every rule needs one so decisions can cite it")
 		}
 		where = fmt.Sprintf("%s[%d] %q", section, i, r.name)
 		for _, prev := range out {
 			if prev.name == r.name {
-				return nil, c.at(item, where, "the name is already used by %s[%d]; rule names must be unique", section, prev.index)
+				return nil, c.At(item, where, "the name is already used by %s[%d]; rule names must be unique", section, prev.index)
 			}
 		}
 		if matchNode == nil {
-			return nil, c.at(item, where, "the rule has no match; a rule without one would apply to everything")
+			return nil, c.At(item, where, "the rule has no match; a rule without one would apply to everything")
 		}
 		if r.m, err = c.matcher(matchNode, where, section, keys); err != nil {
 			return nil, err
@@ -362,28 +239,28 @@ func (c *compiler) rules(n *yaml.Node, section string, keys []string) ([]rule, e
 
 func (c *compiler) matcher(n *yaml.Node, where, section string, keys []string) (matcher, error) {
 	var m matcher
-	pairs, err := c.mapping(n, where+" match")
+	pairs, err := c.Mapping(n, where+" match")
 	if err != nil {
 		return m, err
 	}
 	if len(pairs) == 0 {
-		return m, c.at(n, where, "the match is empty; a rule that matches everything must say what it matches")
+		return m, c.At(n, where, "the match is empty; a rule that matches everything must say what it matches")
 	}
 	for _, kv := range pairs {
 		known := false
 		for _, k := range keys {
-			if k == kv.key {
+			if k == kv.Key {
 				known = true
 				break
 			}
 		}
 		if !known {
-			return m, c.at(kv.value, where, "unknown match key %q (%s: match keys are %s)", kv.key, section, strings.Join(keys, ", "))
+			return m, c.At(kv.Value, where, "unknown match key %q (%s: match keys are %s)", kv.Key, section, strings.Join(keys, ", "))
 		}
-		kw := where + " match." + kv.key
-		switch kv.key {
+		kw := where + " match." + kv.Key
+		switch kv.Key {
 		case "verified", "confined":
-			b, err := c.boolean(kv.value, kw)
+			b, err := c.boolean(kv.Value, kw)
 			if err != nil {
 				return m, err
 			}
@@ -391,18 +268,18 @@ func (c *compiler) matcher(n *yaml.Node, where, section string, keys []string) (
 			if b {
 				t = triTrue
 			}
-			if kv.key == "verified" {
+			if kv.Key == "verified" {
 				m.verified = t
 			} else {
 				m.confined = t
 			}
 			continue
 		}
-		vals, err := c.list(kv.value, kw)
+		vals, err := c.list(kv.Value, kw)
 		if err != nil {
 			return m, err
 		}
-		switch kv.key {
+		switch kv.Key {
 		case "provider":
 			m.provider = vals
 		case "atom":
@@ -412,7 +289,7 @@ func (c *compiler) matcher(n *yaml.Node, where, section string, keys []string) (
 				switch EffectClass(v) {
 				case EffectRead, EffectWrite, EffectDestructive, EffectNotify:
 				default:
-					return m, c.at(kv.value, kw, "unknown effect %q (effects are read, write, destructive and notify)", v)
+					return m, c.At(kv.Value, kw, "unknown effect %q (effects are read, write, destructive and notify)", v)
 				}
 			}
 			m.effect = vals
@@ -423,13 +300,13 @@ func (c *compiler) matcher(n *yaml.Node, where, section string, keys []string) (
 			m.method = vals
 		case "code_origin", "origin":
 			if m.origin != nil {
-				return m, c.at(kv.value, kw, "code_origin and origin mean the same; write one of them")
+				return m, c.At(kv.Value, kw, "code_origin and origin mean the same; write one of them")
 			}
 			m.origin = vals
 		case "sink":
 			for _, v := range vals {
 				if !knownSink(Sink(v)) {
-					return m, c.at(kv.value, kw, "unknown sink %q", v)
+					return m, c.At(kv.Value, kw, "unknown sink %q", v)
 				}
 			}
 			m.sink = vals
@@ -443,11 +320,11 @@ func (c *compiler) matcher(n *yaml.Node, where, section string, keys []string) (
 			globs := make([]glob, 0, len(vals))
 			for _, v := range vals {
 				if !doublestar.ValidatePattern(v) {
-					return m, c.at(kv.value, kw, "bad glob %q", v)
+					return m, c.At(kv.Value, kw, "bad glob %q", v)
 				}
 				globs = append(globs, newGlob(v))
 			}
-			if kv.key == "target" {
+			if kv.Key == "target" {
 				m.target = globs
 			} else {
 				m.path = globs
@@ -466,66 +343,66 @@ func knownSink(s Sink) bool {
 }
 
 func (c *compiler) scopes(n *yaml.Node) ([]scopeReq, error) {
-	pairs, err := c.mapping(n, "scopes")
+	pairs, err := c.Mapping(n, "scopes")
 	if err != nil {
 		return nil, err
 	}
 	var out []scopeReq
 	for _, kv := range pairs {
-		if kv.key != "require" {
-			return nil, c.at(kv.value, "scopes", "unknown key %q (scopes has require)", kv.key)
+		if kv.Key != "require" {
+			return nil, c.At(kv.Value, "scopes", "unknown key %q (scopes has require)", kv.Key)
 		}
-		items, err := c.sequence(kv.value, "scopes.require")
+		items, err := c.sequence(kv.Value, "scopes.require")
 		if err != nil {
 			return nil, err
 		}
 		for i, item := range items {
 			where := fmt.Sprintf("scopes.require[%d]", i)
-			pairs, err := c.mapping(item, where)
+			pairs, err := c.Mapping(item, where)
 			if err != nil {
 				return nil, err
 			}
 			s := scopeReq{index: i}
 			var matchNode, limitsNode *yaml.Node
 			for _, kv := range pairs {
-				switch kv.key {
+				switch kv.Key {
 				case "scope":
-					if s.scope, err = c.scalar(kv.value, where+" scope"); err != nil {
+					if s.scope, err = c.Scalar(kv.Value, where+" scope"); err != nil {
 						return nil, err
 					}
 				case "match":
-					matchNode = kv.value
+					matchNode = kv.Value
 				case "limits":
-					limitsNode = kv.value
+					limitsNode = kv.Value
 				default:
-					return nil, c.at(kv.value, where, "unknown key %q (a scope requirement has scope, match and limits)", kv.key)
+					return nil, c.At(kv.Value, where, "unknown key %q (a scope requirement has scope, match and limits)", kv.Key)
 				}
 			}
 			if s.scope == "" {
-				return nil, c.at(item, where, "no scope named; say which scope this requires")
+				return nil, c.At(item, where, "no scope named; say which scope this requires")
 			}
 			where = fmt.Sprintf("scopes.require[%d] %q", i, s.scope)
 			if matchNode == nil {
-				return nil, c.at(item, where, "no match; say which effects need the scope")
+				return nil, c.At(item, where, "no match; say which effects need the scope")
 			}
 			if s.m, err = c.matcher(matchNode, where, "scopes.require", scopeKeys); err != nil {
 				return nil, err
 			}
 			if limitsNode != nil {
-				lp, err := c.mapping(limitsNode, where+" limits")
+				lp, err := c.Mapping(limitsNode, where+" limits")
 				if err != nil {
 					return nil, err
 				}
 				for _, l := range lp {
-					v, err := c.scalar(l.value, where+" limits."+l.key)
+					v, err := c.Scalar(l.Value, where+" limits."+l.Key)
 					if err != nil {
 						return nil, err
 					}
 					r, ok := parseDecimal(v)
 					if !ok {
-						return nil, c.at(l.value, where, "limit %s is %q, not a decimal number (write e.g. \"1000\" or \"99.50\")", l.key, v)
+						return nil, c.At(l.Value, where, "limit %s is %q, not a decimal number (write e.g. \"1000\" or \"99.50\")", l.Key, v)
 					}
-					s.limits = append(s.limits, limit{key: l.key, text: v, max: r})
+					s.limits = append(s.limits, limit{key: l.Key, text: v, max: r})
 				}
 			}
 			out = append(out, s)
@@ -542,7 +419,7 @@ func (c *compiler) agents(n *yaml.Node) (map[string]*card, error) {
 	out := make(map[string]*card, len(items))
 	for i, item := range items {
 		where := fmt.Sprintf("agents[%d]", i)
-		pairs, err := c.mapping(item, where)
+		pairs, err := c.Mapping(item, where)
 		if err != nil {
 			return nil, err
 		}
@@ -554,32 +431,32 @@ func (c *compiler) agents(n *yaml.Node) (map[string]*card, error) {
 			"allowed_delegations":  &cd.allowedDelegations,
 		}
 		for _, kv := range pairs {
-			if kv.key == "name" {
-				if cd.name, err = c.scalar(kv.value, where+" name"); err != nil {
+			if kv.Key == "name" {
+				if cd.name, err = c.Scalar(kv.Value, where+" name"); err != nil {
 					return nil, err
 				}
 				continue
 			}
-			dst, ok := lists[kv.key]
+			dst, ok := lists[kv.Key]
 			if !ok {
-				return nil, c.at(kv.value, where, "unknown key %q (a card has name, allowed_tools, blocked_tools, require_approval_for and allowed_delegations)", kv.key)
+				return nil, c.At(kv.Value, where, "unknown key %q (a card has name, allowed_tools, blocked_tools, require_approval_for and allowed_delegations)", kv.Key)
 			}
-			vals, err := c.names(kv.value, where+" "+kv.key)
+			vals, err := c.names(kv.Value, where+" "+kv.Key)
 			if err != nil {
 				return nil, err
 			}
 			for _, v := range vals {
 				if _, err := path.Match(v, ""); err != nil {
-					return nil, c.at(kv.value, where+" "+kv.key, "bad glob %q", v)
+					return nil, c.At(kv.Value, where+" "+kv.Key, "bad glob %q", v)
 				}
 			}
 			*dst = vals
 		}
 		if cd.name == "" {
-			return nil, c.at(item, where, "the card has no name; name the agent it is for")
+			return nil, c.At(item, where, "the card has no name; name the agent it is for")
 		}
 		if prev, dup := out[cd.name]; dup {
-			return nil, c.at(item, fmt.Sprintf("agents[%d] %q", i, cd.name), "agent %q is already registered by agents[%d]; each agent has one card", cd.name, prev.index)
+			return nil, c.At(item, fmt.Sprintf("agents[%d] %q", i, cd.name), "agent %q is already registered by agents[%d]; each agent has one card", cd.name, prev.index)
 		}
 		cd.index = i
 		cd.rule = "agent:" + cd.name
