@@ -6,9 +6,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
-
-	natsserver "github.com/nats-io/nats-server/v2/server"
 
 	"github.com/gatehouse/gatehouse/broker"
 	"github.com/gatehouse/gatehouse/sinks/sinktest"
@@ -17,15 +14,7 @@ import (
 // TestServeOnAnExistingNATS points serve at a NATS server it did not start
 // (--nats-url) and works through it with the CLI.
 func TestServeOnAnExistingNATS(t *testing.T) {
-	ns, err := natsserver.NewServer(&natsserver.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(), NoLog: true, NoSigs: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ns.Start()
-	defer ns.Shutdown()
-	if !ns.ReadyForConnections(10 * time.Second) {
-		t.Fatal("nats-server not ready")
-	}
+	ns := existingNATS(t)
 	data := t.TempDir()
 	s := serve(t, data, "--nats-url", ns.ClientURL())
 	if s.ep.NATSURL != ns.ClientURL() || strings.Contains(s.out.String(), "(embedded)") {

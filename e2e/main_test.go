@@ -13,6 +13,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	natsserver "github.com/nats-io/nats-server/v2/server"
 )
 
 // bin is the gatehouse binary built once for the whole package.
@@ -145,4 +147,20 @@ func readRun(t *testing.T, dataDir, run string) string {
 		t.Fatal(err)
 	}
 	return string(b)
+}
+
+// existingNATS starts a plain nats-server with JetStream (no credentials),
+// standing for a NATS Gatehouse did not start itself (--nats-url).
+func existingNATS(t *testing.T) *natsserver.Server {
+	t.Helper()
+	ns, err := natsserver.NewServer(&natsserver.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(), NoLog: true, NoSigs: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns.Start()
+	t.Cleanup(ns.Shutdown)
+	if !ns.ReadyForConnections(10 * time.Second) {
+		t.Fatal("nats-server not ready")
+	}
+	return ns
 }

@@ -80,15 +80,17 @@ func TestServeAsAUserWould(t *testing.T) {
 		t.Fatalf("effect on closed run: %d %q", r.code, r.stderr)
 	}
 
-	for path, want := range map[string]string{
-		"/":        "strict",
-		"/healthz": "ok",
-		"/readyz":  "ready",
-		"/metrics": `gatehouse_decisions_total{enforced="true",outcome="refused",rule="no-leaks",sink="output"} 1`,
+	for _, tc := range []struct{ path, want string }{
+		{"/", "strict"},
+		{"/healthz", "ok"},
+		{"/readyz", "ready"},
+		{"/metrics", `gatehouse_decisions_total{enforced="true",outcome="refused",rule="no-leaks",sink="output"} 1`},
+		{"/metrics", "gatehouse_journal_events_written_total"},
+		{"/metrics", "gatehouse_journal_pending"},
 	} {
-		body := get(t, s.ep.HTTP+path)
-		if !strings.Contains(body, want) {
-			t.Fatalf("GET %s: %q not in\n%s", path, want, body)
+		body := get(t, s.ep.HTTP+tc.path)
+		if !strings.Contains(body, tc.want) {
+			t.Fatalf("GET %s: %q not in\n%s", tc.path, tc.want, body)
 		}
 	}
 

@@ -9,8 +9,6 @@ import (
 	"testing"
 	"time"
 
-	natsserver "github.com/nats-io/nats-server/v2/server"
-
 	"github.com/gatehouse/gatehouse/broker"
 )
 
@@ -19,15 +17,7 @@ import (
 // shared store, so the second process grounds the payment on reads the
 // first one made, and still refuses the planted IBAN.
 func TestGroundingAcrossBrokerProcesses(t *testing.T) {
-	ns, err := natsserver.NewServer(&natsserver.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(), NoLog: true, NoSigs: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ns.Start()
-	defer ns.Shutdown()
-	if !ns.ReadyForConnections(10 * time.Second) {
-		t.Fatal("nats-server not ready")
-	}
+	ns := existingNATS(t)
 	url := ns.ClientURL()
 	e := &erp{}
 	srv := httptest.NewServer(e)

@@ -209,6 +209,19 @@ func cmdServe(ctx context.Context, env *cliEnv, args []string) error {
 		}()
 	}
 
+	if writer != nil {
+		reg.MustRegister(
+			prometheus.NewCounterFunc(prometheus.CounterOpts{
+				Name: "gatehouse_journal_events_written_total",
+				Help: "Journal events this process's writer made durable.",
+			}, func() float64 { return float64(writer.Written()) }),
+			prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+				Name: "gatehouse_journal_pending",
+				Help: "Journal events recorded by brokers and not yet written (the writer's lag).",
+			}, func() float64 { n, _ := journalPending(context.Background(), js); return float64(n) }),
+		)
+	}
+
 	started := time.Now()
 	status := func() dashboard.Status {
 		st := dashboard.Status{
@@ -228,13 +241,7 @@ func cmdServe(ctx context.Context, env *cliEnv, args []string) error {
 		sort.Strings(st.Sinks)
 		if writer != nil {
 			st.EventsWritten = writer.Written()
-			ictx, cancel := context.WithTimeout(context.Background(), time.Second)
-			defer cancel()
-			if cons, err := js.Consumer(ictx, subject.JournalStream, subject.JournalConsumer); err == nil {
-				if info, err := cons.Info(ictx); err == nil {
-					st.Pending = info.NumPending + uint64(info.NumAckPending)
-				}
-			}
+			st.Pending, _ = journalPending(context.Background(), js)
 		}
 		return st
 	}
@@ -464,17 +471,28 @@ func openProvider(ctx context.Context, js jetstream.JetStream, c *serveConfig, l
 	return provider.New(ctx, js, cfg)
 }
 
+// journalPending is how many journal events the writer's consumer has not
+// yet acknowledged, asked of the server within a second.
+func journalPending(ctx context.Context, js jetstream.JetStream) (uint64, error) {
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	cons, err := js.Consumer(ctx, subject.JournalStream, subject.JournalConsumer)
+	if err != nil {
+		return 0, err
+	}
+	info, err := cons.Info(ctx)
+	if err != nil {
+		return 0, err
+	}
+	return info.NumPending + uint64(info.NumAckPending), nil
+}
+
 // waitDrained waits until the journal consumer has nothing pending, or ctx
 // ends, and returns what is still pending.
 func waitDrained(ctx context.Context, js jetstream.JetStream) uint64 {
 	for {
-		pending := uint64(1)
-		if cons, err := js.Consumer(ctx, subject.JournalStream, subject.JournalConsumer); err == nil {
-			if info, err := cons.Info(ctx); err == nil {
-				pending = info.NumPending + uint64(info.NumAckPending)
-			}
-		}
-		if pending == 0 {
+		pending, err := journalPending(ctx, js)
+		if err == nil && pending == 0 {
 			return 0
 		}
 		select {
