@@ -2,6 +2,8 @@ package broker
 
 import (
 	"errors"
+
+	"github.com/gatehouse/gatehouse/broker/approval"
 )
 
 // Sentinel errors of the broker. Handlers wrap them with %w; only the NATS
@@ -17,6 +19,15 @@ var (
 	ErrEffectFailed    = errors.New("effect failed")
 	ErrShuttingDown    = errors.New("broker shutting down")
 	ErrTooManyInFlight = errors.New("too many effects in flight")
+	// ErrSinkUnavailable: the sink cannot work on this host (the browser
+	// cannot start); the message it is wrapped with names the fix. Nothing
+	// was decided, and the rest of Gatehouse keeps running.
+	ErrSinkUnavailable = errors.New("sink unavailable")
+
+	ErrApprovalRequired  = errors.New("held for a person's approval")
+	ErrApprovalUsed      = errors.New("approved action already started")
+	ErrApprovalStore     = errors.New("approval store unavailable")
+	ErrPolicyWouldRefuse = errors.New("strict policy would refuse this action; nobody was asked")
 )
 
 // Code is a stable error code carried in replies beside a human message.
@@ -34,6 +45,16 @@ const (
 	CodeEffectFailed   Code = "EFFECT_FAILED"
 	CodeUnavailable    Code = "UNAVAILABLE"
 	CodeInternal       Code = "INTERNAL"
+
+	CodeApprovalRequired  Code = "APPROVAL_REQUIRED"
+	CodeApprovalUsed      Code = "APPROVAL_USED"
+	CodeApprovalStore     Code = "APPROVAL_STORE_UNAVAILABLE"
+	CodePolicyWouldRefuse Code = "POLICY_WOULD_REFUSE"
+	CodeApprovalNotFound  Code = "APPROVAL_NOT_FOUND"
+	CodeAlreadyDecided    Code = "ALREADY_DECIDED"
+	CodeNotAllowed        Code = "NOT_ALLOWED"
+	CodeWrongState        Code = "WRONG_STATE"
+	CodeBadAssertion      Code = "BAD_ASSERTION"
 )
 
 // codes is the one table from sentinel errors to codes and advice; a test
@@ -53,6 +74,17 @@ var codes = []struct {
 	{ErrEffectFailed, CodeEffectFailed, "the effect was decided and attempted but failed; see the outcome"},
 	{ErrShuttingDown, CodeUnavailable, "retry against another broker"},
 	{ErrTooManyInFlight, CodeUnavailable, "the broker is at its in-flight limit; retry with backoff"},
+	{ErrSinkUnavailable, CodeUnavailable, "this sink cannot work on this host until the fix above is applied; other sinks keep working"},
+	{ErrApprovalRequired, CodeApprovalRequired, "a person must approve this exact action; propose it again, unchanged, once decision.approval is approved"},
+	{ErrApprovalUsed, CodeApprovalUsed, "an approved action runs at most once; a new one needs a new approval"},
+	{ErrApprovalStore, CodeApprovalStore, "the approval store (JetStream KV or Redis) could not be reached; retry when it is healthy"},
+	{ErrPolicyWouldRefuse, CodePolicyWouldRefuse, "change the action so policy allows it; see the reasons"},
+	{approval.ErrNotFound, CodeApprovalNotFound, "list requests with 'gatehouse approve list'"},
+	{approval.ErrAlreadyDecided, CodeAlreadyDecided, "the first decision stands"},
+	{approval.ErrNotAllowed, CodeNotAllowed, "the requester cannot approve; the approver needs one of the rule's roles and its least assurance"},
+	{approval.ErrWrongState, CodeWrongState, "see the request's state with 'gatehouse approve show'"},
+	{approval.ErrBadAssertion, CodeBadAssertion, "sign the assertion over the request's exact action with the key the broker is configured with"},
+	{approval.ErrStore, CodeApprovalStore, "the approval store could not be reached; retry"},
 }
 
 // CodeOf returns the stable code and advice for err. Unknown errors are

@@ -64,6 +64,9 @@ func Serve(nc *nats.Conn, b *Broker, cfg ServiceConfig) (*Service, error) {
 	if err := add("work-close", subject.WorkClose, s.close); err != nil {
 		return nil, s.fail(err)
 	}
+	if err := s.addApprovals(add); err != nil {
+		return nil, s.fail(err)
+	}
 	for _, sink := range b.Sinks() {
 		sink := sink
 		if err := add("effect-"+string(sink), subject.Effect(sink), func(ctx context.Context, r micro.Request) {
@@ -168,6 +171,8 @@ func replyError(v any) *ErrorBody {
 	case *OpenWorkReply:
 		return v.Error
 	case *CloseWorkReply:
+		return v.Error
+	case *ApprovalReply:
 		return v.Error
 	}
 	return nil

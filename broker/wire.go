@@ -97,6 +97,9 @@ type DecisionBody struct {
 	Recorded  bool            `json:"recorded"`
 	AllowedBy string          `json:"allowed_by,omitempty"`
 	Reasons   []policy.Reason `json:"reasons,omitempty"`
+	// Approval is the approval request this effect is held in, or the
+	// approval it ran under; see ErrorBody for what to do while held.
+	Approval string `json:"approval,omitempty"`
 }
 
 // ErrorBody is the error member of every reply: a stable code and a message

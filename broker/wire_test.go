@@ -18,7 +18,7 @@ func TestEverySentinelHasACode(t *testing.T) {
 		seen[got] = true
 	}
 	for _, err := range []error{ErrBadRequest, ErrForbiddenField, ErrUnknownRun, ErrRunClosed, ErrUnknownSink,
-		ErrJournal, ErrRunStore, ErrEffectFailed, ErrShuttingDown, ErrTooManyInFlight} {
+		ErrJournal, ErrRunStore, ErrEffectFailed, ErrShuttingDown, ErrTooManyInFlight, ErrSinkUnavailable} {
 		if code, _ := CodeOf(err); code == CodeInternal {
 			t.Errorf("%v has no code", err)
 		}

@@ -39,6 +39,7 @@ func (p *Policy) Decide(in Input) Decision {
 	d.mandate()
 	d.scopeFindings()
 	d.cards()
+	d.approvals()
 	d.deployment()
 	d.builtins()
 
@@ -57,6 +58,8 @@ type decider struct {
 	allowed string
 
 	checked []string // the scopes required, in order, without repeats
+
+	need *ApprovalNeed // the first approval asked for
 }
 
 // add records a finding. personal findings (mandate and scopes) are
@@ -66,7 +69,7 @@ func (d *decider) add(r Refusal, rule, detail string, personal bool) {
 }
 
 func (d *decider) verdict(mode Mode) Decision {
-	dec := Decision{Mode: mode, Reasons: d.reasons, Allowed: d.allowed, ScopesChecked: d.checked, Verified: d.verified}
+	dec := Decision{Mode: mode, Reasons: d.reasons, Allowed: d.allowed, ScopesChecked: d.checked, Verified: d.verified, Approval: d.need}
 	var hold *Reason
 	for i := range d.reasons {
 		r := &d.reasons[i]
@@ -296,8 +299,8 @@ func (d *decider) cards() {
 		}
 	}
 	if pat, hit := globAny(c.requireApproval, tool); hit {
-		d.add(RefuseApprovalMissing, c.rule,
-			fmt.Sprintf("The card of agent %q needs a person's approval for the tool %q (pattern %q); a reviewer must approve it before it happens.", agent, tool, pat), false)
+		d.needApproval(ApprovalNeed{Rule: c.rule},
+			fmt.Sprintf("The card of agent %q needs a person's approval for the tool %q (pattern %q); a reviewer must approve it before it happens.", agent, tool, pat))
 	}
 }
 
@@ -372,14 +375,7 @@ func (d *decider) builtins() {
 			d.unconfined(fmt.Sprintf("This host command was chosen by code of origin %s and runs outside any sandbox; run it in the confined sandbox instead, or add an effects allow rule if the deployment accepts the risk.", originName(e.Origin)))
 		}
 	case SinkBrowser:
-		if e.Action == "send" && !isSafe(d.method) && (e.PageHost == "" || !strings.EqualFold(e.Host, e.PageHost)) {
-			if name := d.allowRule(&d.p.effects, true); name != "" {
-				d.lifted(name)
-				return
-			}
-			d.add(RefuseBrowserSendOffSite, string(RefuseBrowserSendOffSite),
-				fmt.Sprintf("The page on %q tried to send data (%s) to %q, another site; if that site should receive it, add an effects allow rule with its target.", e.PageHost, d.method, e.Host), false)
-		}
+		d.browserBuiltins() // browser.go
 	}
 }
 

@@ -164,8 +164,12 @@ func (c *compiler) file(root *yaml.Node) (*Policy, error) {
 			p.scopes, err = c.scopes(kv.Value)
 		case "agents":
 			p.agents, err = c.agents(kv.Value)
+		case "browser":
+			p.browser, err = c.browserSettings(kv.Value)
+		case "approvals":
+			p.approvals, err = c.approvals(kv.Value)
 		default:
-			return nil, c.At(kv.Value, "top level", "unknown section %q (the sections are rules, effects, scopes and agents)", kv.Key)
+			return nil, c.At(kv.Value, "top level", "unknown section %q (the sections are rules, effects, scopes, agents, approvals and browser)", kv.Key)
 		}
 		if err != nil {
 			return nil, err

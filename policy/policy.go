@@ -81,6 +81,10 @@ type Input struct {
 	// Now is the time the effect is decided at; mandate expiry is checked
 	// against it.
 	Now time.Time
+	// Approval is the approval the broker found for this exact action, if
+	// any; it satisfies an approvals rule or card when its approver's
+	// roles and assurance meet the rule's (approvals.go).
+	Approval *ApprovalGrant
 }
 
 // Policy is a compiled rules file. It is immutable once made and safe for
@@ -99,6 +103,9 @@ type Policy struct {
 	effects section // effects: every sink
 	scopes  []scopeReq
 	agents  map[string]*card
+	browser browserSection // browser: the browser sink's settings
+	// approvals: rules, in file order (approvals.go).
+	approvals []approvalRule
 }
 
 // emptyDigest is the digest of zero bytes: the policy with no file.

@@ -212,4 +212,8 @@ type Decision struct {
 	// Verified is true when a provider call matched an operation of its
 	// integration's contract (Effect.Contract).
 	Verified bool
+	// Approval is what the first approvals rule or agent card that
+	// applies asks for (nil when none does), whether or not
+	// Input.Approval satisfied it.
+	Approval *ApprovalNeed
 }

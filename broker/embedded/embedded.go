@@ -180,7 +180,7 @@ func permissions(r Role) *server.Permissions {
 	case RoleApp:
 		return &server.Permissions{
 			Publish: &server.SubjectPermission{Allow: []string{
-				subject.WorkOpen, subject.WorkClose, "$SRV.PING", "$SRV.PING.>", "$SRV.INFO", "$SRV.INFO.>", "$SRV.STATS", "$SRV.STATS.>",
+				subject.WorkOpen, subject.WorkClose, subject.ApprovalDecide, subject.ApprovalList, subject.ApprovalGet, "$SRV.PING", "$SRV.PING.>", "$SRV.INFO", "$SRV.INFO.>", "$SRV.STATS", "$SRV.STATS.>",
 			}},
 			Subscribe: &server.SubjectPermission{Allow: []string{subject.AppInbox + ".>", subject.OutputPrefix + ".>"}},
 		}

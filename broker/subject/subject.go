@@ -154,3 +154,20 @@ const (
 	// broker process sees what any of them read.
 	GroundingBucket = "gatehouse_grounding"
 )
+
+// Approvals. An application's backend (app credentials) submits decisions
+// signed with the deployment's key on ApprovalDecide and reads requests on
+// ApprovalList and ApprovalGet; agents may not use any of them.
+const (
+	ApprovalPrefix = Prefix + ".approval"
+	// ApprovalDecide takes an approval.SignedAssertion (a decision or a
+	// reconciliation) and replies with the request.
+	ApprovalDecide = ApprovalPrefix + ".decide"
+	// ApprovalList takes {"states": [...], "tenant": "", "limit": 0}.
+	ApprovalList = ApprovalPrefix + ".list"
+	// ApprovalGet takes {"id": "ap_..."}.
+	ApprovalGet = ApprovalPrefix + ".get"
+	// ApprovalsBucket is the JetStream KV bucket holding approval requests
+	// and claims on the embedded default.
+	ApprovalsBucket = "gatehouse_approvals"
+)

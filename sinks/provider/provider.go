@@ -18,7 +18,9 @@
 // given (content type application/json, or a JSON content_type);
 // body_base64 is any other content, with content_type. operation_id is the
 // idempotency key, for providers that have an idempotency_header; it
-// defaults to the effect id.
+// defaults to the id of the approval the call runs under (see
+// broker.ApprovalFrom: the same for every retry of that approved
+// action), else to the effect id.
 //
 // # What is decided
 //
@@ -478,6 +480,9 @@ func (s *Sink) Perform(ctx context.Context, run *broker.Run, req *broker.EffectR
 		}
 	}
 	key := c.opID
+	if key == "" {
+		key = broker.ApprovalFrom(ctx) // an approved action's retries share its approval's id
+	}
 	if key == "" {
 		key = prop.ID
 	}

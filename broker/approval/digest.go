@@ -1,0 +1,65 @@
+package approval
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+
+	"github.com/gowebpki/jcs"
+)
+
+// ErrBadAction: the action cannot be bound (its params are not a JSON
+// object, or cannot be canonicalised).
+var ErrBadAction = errors.New("approval: action cannot be bound")
+
+// Action is the exact action an approval is bound to: the sink, the action,
+// the run and every param the agent sent (for a browser action, the
+// element selector and the values it types or sends).
+type Action struct {
+	Sink   string          `json:"sink"`
+	Action string          `json:"action"`
+	Run    string          `json:"run"`
+	Params json.RawMessage `json:"params"`
+}
+
+// Digest returns "sha256:<hex>" over the RFC 8785 canonical JSON of a, and
+// the arguments as a person is shown them (top-level params, sorted by
+// name, each value as canonical JSON). Two actions have the same digest
+// exactly when sink, action, run and every param are equal as JSON values:
+// key order, whitespace and number spelling do not matter; any other
+// difference does. Missing params are the empty object.
+func (a Action) Digest() (string, []Argument, error) {
+	params := a.Params
+	if len(bytes.TrimSpace(params)) == 0 || bytes.Equal(bytes.TrimSpace(params), []byte("null")) {
+		params = json.RawMessage("{}")
+	}
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal(params, &obj); err != nil {
+		return "", nil, fmt.Errorf("%w: params is not a JSON object: %v", ErrBadAction, err)
+	}
+	c := a
+	c.Params = params
+	raw, err := json.Marshal(c)
+	if err != nil {
+		return "", nil, fmt.Errorf("%w: %v", ErrBadAction, err)
+	}
+	canon, err := jcs.Transform(raw)
+	if err != nil {
+		return "", nil, fmt.Errorf("%w: %v", ErrBadAction, err)
+	}
+	sum := sha256.Sum256(canon)
+	args := make([]Argument, 0, len(obj))
+	for k, v := range obj {
+		cv, err := jcs.Transform(v)
+		if err != nil {
+			cv = v
+		}
+		args = append(args, Argument{Name: k, Value: string(cv)})
+	}
+	sort.Slice(args, func(i, j int) bool { return args[i].Name < args[j].Name })
+	return "sha256:" + hex.EncodeToString(sum[:]), args, nil
+}

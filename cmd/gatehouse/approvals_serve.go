@@ -1,0 +1,63 @@
+package main
+
+import (
+	"context"
+	"crypto/ed25519"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/gatehouse/gatehouse/broker"
+	"github.com/gatehouse/gatehouse/broker/approval"
+	"github.com/gatehouse/gatehouse/broker/approval/approvalredis"
+	"github.com/gatehouse/gatehouse/broker/subject"
+)
+
+// approvalFlags configure the approvals engine of serve.
+type approvalFlags struct {
+	key          string        // --approval-key FILE, or GATEHOUSE_APPROVAL_KEY
+	claimTimeout time.Duration // --approval-claim-timeout
+}
+
+func (a *approvalFlags) register(fs *flagSet) {
+	fs.stringVar(&a.key, "approval-key", "", "Ed25519 public key (base64 or PEM 'ED25519 PUBLIC KEY') verifying approval assertions signed by your backend; env GATEHOUSE_APPROVAL_KEY")
+	fs.DurationVar(&a.claimTimeout, "approval-claim-timeout", 5*time.Minute, "an approved action claimed and not settled for this long is marked OUTCOME_UNKNOWN for a person to reconcile")
+}
+
+// openApprovals opens the approval store (Redis with --redis-url, else
+// JetStream KV) and the service recording into rec. A key that is named
+// and cannot be read stops serve (fail closed); no key refuses every
+// signed assertion.
+func openApprovals(ctx context.Context, js jetstream.JetStream, redisURL string, replicas int, af approvalFlags,
+	getenv func(string) string, rec broker.Journal, log *slog.Logger) (*approval.Service, error) {
+	path := af.key
+	if path == "" {
+		path = getenv("GATEHOUSE_APPROVAL_KEY")
+	}
+	var pub ed25519.PublicKey
+	if path != "" {
+		k, err := approval.LoadPublicKey(path)
+		if err != nil {
+			return nil, usageError("--approval-key: %v", err)
+		}
+		pub = k
+	}
+	var store approval.Store
+	if redisURL != "" {
+		opt, err := redis.ParseURL(redisURL)
+		if err != nil {
+			return nil, usageError("--redis-url: %v", err)
+		}
+		store = approvalredis.New(redis.NewClient(opt), "gatehouse:approval:")
+	} else {
+		kv, err := approval.NewKVStore(ctx, js, subject.ApprovalsBucket, replicas)
+		if err != nil {
+			return nil, fmt.Errorf("approvals: %w", err)
+		}
+		store = kv
+	}
+	return approval.New(store, rec, approval.Config{Logger: log, Key: pub, ClaimTimeout: af.claimTimeout}), nil
+}
