@@ -74,6 +74,13 @@ type Config struct {
 	Logger *slog.Logger     // nil discards
 	// Metrics, when set, counts decisions and times recording.
 	Metrics *Metrics
+	// Content, when set, keeps what each decision depended on beside the
+	// journal (see ContentSink); nil captures nothing.
+	Content ContentSink
+	// Approvals, when set, holds effects an approvals rule or agent card
+	// sends to a person (strict mode) and claims approved ones; nil: such
+	// effects are held with no request to approve.
+	Approvals Approvals
 }
 
 // Broker is the gate: it turns a proposal into a decision, records it, hands
@@ -84,10 +91,13 @@ type Broker struct {
 	now     func() time.Time
 	log     *slog.Logger
 	metrics *Metrics
+	content ContentSink
 	runs    RunStore
 	journal Journal
 	sinks   map[policy.Sink]Sink
 	policy  atomic.Pointer[policy.Policy]
+
+	approvals Approvals
 }
 
 // New returns a broker deciding under p. Sinks are looked up by Name.
@@ -100,8 +110,8 @@ func New(cfg Config, runs RunStore, j Journal, p *policy.Policy, sinks ...Sink) 
 		return nil, err
 	}
 	b := &Broker{
-		mode: mode, now: cfg.Now, log: cfg.Logger, metrics: cfg.Metrics,
-		runs: runs, journal: j, sinks: map[policy.Sink]Sink{},
+		mode: mode, now: cfg.Now, log: cfg.Logger, metrics: cfg.Metrics, content: cfg.Content,
+		runs: runs, journal: j, sinks: map[policy.Sink]Sink{}, approvals: cfg.Approvals,
 	}
 	if b.now == nil {
 		b.now = time.Now
@@ -247,15 +257,28 @@ func (b *Broker) propose(ctx context.Context, sinkName policy.Sink, data []byte)
 	pol := b.policy.Load()
 
 	var d policy.Decision
+	var g *gate
 	if b.mode == policy.ModeOff {
 		d = policy.Decision{Verdict: policy.VerdictAllow, Mode: policy.ModeOff}
 	} else {
-		d = pol.Decide(policy.Input{Mode: b.mode, Authority: run.Authority(), Effect: prop.Effect, Now: now})
+		in := policy.Input{Mode: b.mode, Authority: run.Authority(), Effect: prop.Effect, Now: now}
+		d = pol.Decide(in)
+		if b.approvals != nil && b.mode == policy.ModeStrict && d.Approval != nil {
+			d, g = b.gateApproval(ctx, run, req, prop, pol, d, in, reply)
+		}
 	}
 	reply.Decision = decisionBody(d)
+	if g != nil {
+		reply.Decision.Approval = g.id
+	}
 	b.metrics.observeDecision(sinkName, reply.Decision)
 
-	if err := b.step(ctx, run.ID, journal.TypeDecision, effectID, decisionData(run, pol, prop, d)); err != nil {
+	dd := decisionData(run, pol, prop, d)
+	if g != nil {
+		dd.Approval, dd.ActionDigest = g.id, g.digest
+	}
+	dd.RequestDigest = b.capture(ctx, run, req, prop, pol, now)
+	if err := b.step(ctx, run.ID, journal.TypeDecision, effectID, dd); err != nil {
 		if b.mode == policy.ModeStrict {
 			b.log.Error("decision not recorded; refusing", "run", run.ID, "effect", effectID, "err", err)
 			reply.Decision = &DecisionBody{Outcome: journal.OutcomeRefused, Mode: b.mode, Enforced: true,
@@ -270,6 +293,14 @@ func (b *Broker) propose(ctx context.Context, sinkName policy.Sink, data []byte)
 	}
 	if d.Verdict != policy.VerdictAllow {
 		return reply
+	}
+	if g != nil && g.claim {
+		// At most once: only the broker that claims the approval performs.
+		if err := b.claimApproval(ctx, g, effectID); err != nil {
+			reply.Error = errorBody(err)
+			return reply
+		}
+		ctx = ContextWithApproval(ctx, g.id)
 	}
 
 	if err := b.step(ctx, run.ID, journal.TypeAttempt, effectID, journal.Attempt{Sink: sinkName, Action: req.Action}); err != nil {
@@ -294,6 +325,9 @@ func (b *Broker) propose(ctx context.Context, sinkName policy.Sink, data []byte)
 		// The effect happened; the journal shows its attempt with no
 		// outcome after it, and the log says why.
 		b.log.Error("outcome not recorded", "run", run.ID, "effect", effectID, "err", err)
+	}
+	if g != nil && g.claim {
+		b.settleApproval(ctx, g, effectID, done.Result.Status)
 	}
 	return reply
 }

@@ -87,6 +87,12 @@ type Decision struct {
 	Size   int64  `json:"size"`
 	Digest string `json:"digest,omitempty"`
 
+	// RequestDigest is the digest (sha256:hex) of the request as proposed
+	// (the agent's params and the effect the sink described), whose content
+	// is kept beside the journal in the content store (broker/content);
+	// "" when capture is off. Only the digest is ever in the chain.
+	RequestDigest string `json:"request_digest,omitempty"`
+
 	// Citations name the records a grounding rule relied on: the journal
 	// event that recorded each provider response, and its digest.
 	Citations []Citation `json:"citations,omitempty"`
@@ -97,6 +103,12 @@ type Decision struct {
 	Enforced bool            `json:"enforced"`
 	Allowed  string          `json:"allowed_by,omitempty"`
 	Reasons  []policy.Reason `json:"reasons,omitempty"`
+
+	// Approval names the approval this effect runs under, and ActionDigest
+	// the exact action it was given for; verify checks an
+	// approval.decision of that id and digest precedes it.
+	Approval     string `json:"approval,omitempty"`
+	ActionDigest string `json:"action_digest,omitempty"`
 }
 
 // Citation is one record a grounded decision relied on.

@@ -1,0 +1,196 @@
+// Package contenttest runs a real Gatehouse for tests of what the journal
+// keeps: an embedded NATS with JetStream, a broker serving the output sink
+// with a content capturer, the journal writer on a temporary journal, and
+// app and agent clients. Everything stops with the test.
+package contenttest
+
+import (
+	"context"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/gatehouse/gatehouse/broker"
+	"github.com/gatehouse/gatehouse/broker/client"
+	"github.com/gatehouse/gatehouse/broker/content"
+	"github.com/gatehouse/gatehouse/broker/embedded"
+	"github.com/gatehouse/gatehouse/broker/journal"
+	"github.com/gatehouse/gatehouse/broker/subject"
+	"github.com/gatehouse/gatehouse/policy"
+	"github.com/gatehouse/gatehouse/sinks/output"
+)
+
+// Env is one running Gatehouse.
+type Env struct {
+	Dir        string // the data dir
+	JournalDir string // Dir/journal
+	ContentDir string // Dir/content
+	Store      *content.Store
+	Capturer   *content.Capturer
+	Broker     *broker.Broker
+	JS         jetstream.JetStream
+	App        *client.Client
+	Agent      *client.Client
+}
+
+// Rules is a rules file with one deny rule, no-leaks, for outputs whose
+// status starts with "leak".
+const Rules = `
+effects:
+  - name: no-leaks
+    decision: deny
+    match: {sink: output, target: "leak*"}
+`
+
+// Start runs Gatehouse in mode, capturing in capture mode, under the rules
+// file text (built-in rules if ""). now is the content store's clock (nil
+// is time.Now).
+func Start(t testing.TB, mode policy.Mode, capture content.Mode, rules string, now func() time.Time) *Env {
+	t.Helper()
+	dir := t.TempDir()
+	env := &Env{Dir: dir, JournalDir: filepath.Join(dir, "journal"), ContentDir: filepath.Join(dir, "content")}
+	ns, err := embedded.Start(embedded.Config{Dir: filepath.Join(dir, "nats"), Port: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(ns.Shutdown)
+	nc, err := ns.Connect(embedded.RoleBroker)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	env.JS, _ = jetstream.New(nc)
+	ctx := context.Background()
+	if _, err := journal.EnsureStream(ctx, env.JS, 1); err != nil {
+		t.Fatal(err)
+	}
+	runs, err := broker.OpenKVRuns(ctx, env.JS, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if env.Store, err = content.Open(env.ContentDir, content.Options{Now: now}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.Store.Close() })
+	if env.Capturer, err = content.NewCapturer(env.Store, capture); err != nil {
+		t.Fatal(err)
+	}
+	pol := policy.Default()
+	if rules != "" {
+		if pol, err = policy.Parse("rules.yaml", []byte(rules)); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := env.Capturer.AddPolicy("rules.yaml", []byte(rules)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out, err := output.New(ctx, env.JS, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sink broker.ContentSink = env.Capturer
+	if capture == content.ModeOff {
+		sink = nil
+	}
+	if env.Broker, err = broker.New(broker.Config{Mode: mode, Content: sink}, runs, broker.NewRecorder(env.JS, 5*time.Second), pol, out); err != nil {
+		t.Fatal(err)
+	}
+	svc, err := broker.Serve(nc, env.Broker, broker.ServiceConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = svc.Close() })
+	w, err := journal.Open(env.JournalDir, journal.WriterOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wctx, stop := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = journal.Consume(wctx, env.JS, w, journal.ConsumeOptions{}) }()
+	t.Cleanup(func() { stop(); <-done; _ = w.Close() })
+
+	creds := func(r embedded.Role) string { return embedded.CredsPath(filepath.Join(dir, "nats"), r) }
+	if env.App, err = client.Dial(ns.URL, client.App, creds(embedded.RoleApp)); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(env.App.Close)
+	if env.Agent, err = client.Dial(ns.URL, client.Agent, creds(embedded.RoleAgent)); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(env.Agent.Close)
+	return env
+}
+
+// Ctx is a context bounded to a minute, ending with the test.
+func Ctx(t testing.TB) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// Open opens work for tenant/person and returns the run.
+func (e *Env) Open(t testing.TB, tenant, person string, scopes ...string) string {
+	t.Helper()
+	run, err := e.App.OpenWork(Ctx(t), broker.OpenWork{Tenant: tenant, Person: person, Scopes: scopes})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return run
+}
+
+// Output proposes an output effect with status and result and returns
+// the reply.
+func (e *Env) Output(t testing.TB, run, status string, result any) *broker.EffectReply {
+	t.Helper()
+	r, err := e.Agent.Output(Ctx(t), run, status, result)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Error != nil {
+		t.Fatalf("output %s: %+v", status, r.Error)
+	}
+	return r
+}
+
+// Close closes work.
+func (e *Env) Close(t testing.TB, run string) {
+	t.Helper()
+	if err := e.App.CloseWork(Ctx(t), run, "done"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Drain waits until the journal writer has written everything recorded.
+func (e *Env) Drain(t testing.TB) {
+	t.Helper()
+	ctx := Ctx(t)
+	for {
+		cons, err := e.JS.Consumer(ctx, subject.JournalStream, subject.JournalConsumer)
+		if err == nil {
+			if info, err := cons.Info(ctx); err == nil && info.NumPending == 0 && info.NumAckPending == 0 {
+				return
+			}
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatal("the journal writer did not catch up")
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
+
+// Verify drains and verifies the journal, failing the test on a finding.
+func (e *Env) Verify(t testing.TB) *journal.Report {
+	t.Helper()
+	e.Drain(t)
+	rep, err := journal.Verify(e.JournalDir, journal.VerifyOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !rep.OK {
+		t.Fatalf("journal does not verify: %v", rep.Findings)
+	}
+	return rep
+}

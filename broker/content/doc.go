@@ -1,0 +1,65 @@
+// Package content keeps, beside the journal, what each decision depended
+// on: the request as the agent proposed it and as the sink described it,
+// and the source of the policy in force. The journal's chain holds only
+// their digests (journal.Decision's request_digest and policy_digest), so
+// content can be erased, for a retention limit or for one person, without
+// breaking `gatehouse verify`. Replay (broker/replay) reads it back to
+// decide every recorded effect again.
+//
+// # Layout
+//
+// A content directory (DATA_DIR/content) holds:
+//
+//	sha256/ab/cdef...   one blob per digest: the file name is the digest's
+//	                    hex with its first two characters as a folder
+//	index.jsonl         one line per reference to a blob (Ref): which blob,
+//	                    of what kind, for which run, effect, tenant and
+//	                    person, and when
+//	erasures.jsonl      one line per erased blob (Erasure): which, whose,
+//	                    why and when
+//
+// A blob's bytes hash to its name; Get reports a blob whose bytes do not
+// as ErrChanged. A blob's modification time is when it was last used: set
+// to the store's clock when it is written or referenced again. Reading a
+// blob (replay, evidence) does not count as use, so an audit never extends
+// retention.
+//
+// # Kinds
+//
+// A request blob is a Request encoded as JSON: the run, the effect id, the
+// agent's params verbatim, the policy.Effect the sink described (with the
+// grounding outcome, the contract and the values scope limits read), the
+// policy digest and the decision time. It names one effect, so it belongs
+// to exactly one person. A policy blob is a rules file's bytes exactly as
+// read, so its digest is the policy digest the journal records; it belongs
+// to nobody and is erased only by the retention limit. The run's authority
+// (person, mandate, scopes, agent) is not stored here: run.open records it
+// in the journal in full.
+//
+// Not stored (known gap): the bodies of provider responses a grounding rule
+// relied on; decisions cite them by digest only.
+//
+// # Capture modes
+//
+// ModeFull stores blobs and records digests; ModeDigests records the same
+// digests and stores nothing (verifiable, not replayable); ModeOff records
+// neither. The broker stores a request's blob before it records the
+// decision naming its digest (content first, then the chain).
+//
+// # Sharing and concurrency
+//
+// A Store is safe for concurrent use, and several processes on one machine
+// may share a directory: blobs are written to a temporary file, fsynced and
+// renamed into place (identical bytes either way), and index and erasure
+// lines are appended with one write each on an O_APPEND file. On a cluster
+// each broker host keeps its own directory (the NATS Object Store is the
+// shared option, not implemented yet).
+//
+// # Erasure
+//
+// EraseUnused removes blobs unused for longer than a duration (serve runs
+// it daily through an Eraser, JOURNAL_CONTENT_DAYS); ErasePerson removes
+// one person's request blobs, found from the index and, given the journal,
+// from the request digests of the person's decisions. Each removal is
+// appended to erasures.jsonl. Erasure never touches the journal.
+package content

@@ -1,0 +1,77 @@
+package main
+
+import (
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"github.com/gatehouse/gatehouse/broker"
+	"github.com/gatehouse/gatehouse/broker/content"
+	"github.com/gatehouse/gatehouse/policy"
+)
+
+// envOr reads an unprefixed environment variable the reference names
+// (JOURNAL_CAPTURE), else def.
+func envOr(env *cliEnv, name, def string) string {
+	if v := env.getenv(name); v != "" {
+		return v
+	}
+	return def
+}
+
+// envInt is envOr for a number; a bad value keeps def (the flag's own
+// GATEHOUSE_ variable and the command line still win).
+func envInt(env *cliEnv, name string, def int) int {
+	if n, err := strconv.Atoi(env.getenv(name)); err == nil {
+		return n
+	}
+	return def
+}
+
+// openContent opens DATA_DIR/content for the capture mode, keeps the
+// policy's source in it so replay can load it by digest, and starts the
+// eraser of unused content. The returned func stops the eraser and closes
+// the store; the sink is nil when capture is off.
+func openContent(c *serveConfig, pol *policy.Policy, log *slog.Logger) (broker.ContentSink, func(), error) {
+	mode, err := content.ParseMode(c.journalCapture)
+	if err != nil {
+		return nil, nil, usageError("--journal-capture: %v", err)
+	}
+	if c.journalContentDays < 0 {
+		return nil, nil, usageError("--journal-content-days must be 0 or more")
+	}
+	if mode == content.ModeOff {
+		return nil, func() {}, nil
+	}
+	var store *content.Store
+	if mode == content.ModeFull {
+		if store, err = content.Open(filepath.Join(c.dataDir, "content"), content.Options{}); err != nil {
+			return nil, nil, fmt.Errorf("content store: %w", err)
+		}
+	}
+	capt, err := content.NewCapturer(store, mode)
+	if err != nil {
+		return nil, nil, err
+	}
+	if c.policy != "" && pol.Digest() != "" && store != nil {
+		src, err := os.ReadFile(c.policy)
+		switch {
+		case err != nil:
+			log.Warn("policy source not kept: replay cannot load it", "file", c.policy, "err", err)
+		case content.DigestOf(src) != pol.Digest():
+			log.Warn("policy file changed since it was loaded; its source is not kept, replay cannot load it", "file", c.policy)
+		default:
+			if _, err := capt.AddPolicy(filepath.Base(c.policy), src); err != nil {
+				log.Warn("policy source not kept: replay cannot load it", "file", c.policy, "err", err)
+			}
+		}
+	}
+	if store == nil {
+		return capt, func() {}, nil
+	}
+	er := content.StartEraser(store, content.EraserConfig{MaxAge: time.Duration(c.journalContentDays) * 24 * time.Hour, Logger: log})
+	return capt, func() { er.Close(); _ = store.Close() }, nil
+}
