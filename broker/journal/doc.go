@@ -20,15 +20,16 @@
 // # Events
 //
 // An event line has exactly the members v, id, run, seq, type, time, data,
-// prev, hash and, when the event belongs to one effect, effect (see Event).
+// prev, hash and, when the event belongs to one effect, effect (see Event),
+// and, when the writer signs, sig (an Ed25519 signature; see sign.go).
 // Member names are never escaped and never repeated. v is 1. seq numbers
 // the run's events 1, 2, 3... in file order. type is one of run.open,
 // policy.decision, effect.attempt, effect.outcome, run.close.
 //
 // hash is the lowercase hex SHA-256 of the RFC 8785 canonical JSON of the
-// line's object with the "hash" member taken out. The hash covers the line
-// as written, so a verifier needs no knowledge of the data's schema: parse,
-// drop "hash", canonicalise, hash, compare. prev is the hash of the run's
+// line's object with the "hash" and "sig" members taken out. The hash covers
+// the line as written, so a verifier needs no knowledge of the data's schema:
+// parse, drop "hash" and "sig", canonicalise, hash, compare. prev is the hash of the run's
 // previous event, "" for seq 1, so each run is a hash chain.
 //
 // # Head log
@@ -40,8 +41,13 @@
 // the same way as events. The writer appends one entry per run whose
 // latest event changed in a group commit; a run's run_seq only increases.
 // The head log is what makes a removed run or a run cut short visible.
-// Signed checkpoints over it (to come) will catch a rewrite of the whole
-// directory, which this format alone cannot.
+// Signed checkpoints over it (checkpoint.go, checkpointer.go: an RFC 6962
+// tree over its lines, C2SP signed notes cosigned by witnesses) catch a
+// rewrite of the whole directory, which the chains alone cannot.
+//
+// FORMAT.md is the complete format, signatures, checkpoints, the witness
+// protocol and inclusion proofs included, with test vectors in
+// testdata/vectors.
 //
 // # Writing
 //

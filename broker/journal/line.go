@@ -292,10 +292,11 @@ type parsedLine struct {
 	prev     [32]byte
 	hasPrev  bool
 	computed [32]byte
+	sig      []byte // the raw "sig" member, nil when unsigned (see sigline.go)
 }
 
-// eventKeys are the members of a v1 event line; effect is optional.
-var eventKeys = [...]string{"v", "id", "run", "seq", "type", "time", "effect", "data", "prev", "hash"}
+// eventKeys are the members of a v1 event line; effect and sig are optional.
+var eventKeys = [...]string{"v", "id", "run", "seq", "type", "time", "effect", "data", "prev", "hash", "sig"}
 
 // parseEvent parses one event line (without its '\n') and recomputes its
 // hash. buf is scratch space, returned for reuse.
@@ -317,13 +318,13 @@ func parseEvent(line []byte, o *obj, buf []byte) (parsedLine, []byte, error) {
 		}
 	}
 	for _, k := range eventKeys {
-		if _, ok := o.get(k); !ok && k != "effect" {
+		if _, ok := o.get(k); !ok && k != "effect" && k != "sig" {
 			return p, buf, fmt.Errorf("%w: missing member %q", ErrMalformed, k)
 		}
 	}
 	var err error
 	e := &p.ev
-	hashIdx := -1
+	hashIdx, sigIdx := -1, -1
 	for i := 0; i < o.n && err == nil; i++ {
 		v := o.ms[i].val
 		switch string(o.ms[i].key) {
@@ -366,12 +367,18 @@ func parseEvent(line []byte, o *obj, buf []byte) (parsedLine, []byte, error) {
 		case "hash":
 			p.hash, err = parseHex(v)
 			hashIdx = i
+		case "sig":
+			p.sig, sigIdx = v, i
 		}
 	}
 	if err != nil {
 		return p, buf, err
 	}
-	p.computed, buf, err = hashWithout(buf, line, o, hashIdx)
+	if sigIdx >= 0 {
+		p.computed, buf, err = hashWithoutTwo(buf, line, o, hashIdx, sigIdx)
+	} else {
+		p.computed, buf, err = hashWithout(buf, line, o, hashIdx)
+	}
 	if err != nil {
 		return p, buf, err
 	}
@@ -408,7 +415,7 @@ func (t Type) Known() bool {
 	case TypeRunOpen, TypeRunClose, TypeDecision, TypeAttempt, TypeOutcome:
 		return true
 	}
-	return false
+	return approvalType(t)
 }
 
 // eventBody is an Event without its hash: what the hash covers.

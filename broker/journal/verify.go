@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"cmp"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -57,6 +58,11 @@ const (
 	FindingHeadLogEdited FindingKind = "head-log-edited"
 	// Run files exist but the head log does not.
 	FindingHeadLogMissing FindingKind = "head-log-missing"
+	// An allowed effect names an approval no approval.decision before it
+	// in its run approved.
+	FindingApprovalMissing FindingKind = "approval-missing"
+	// An allowed effect's approval was given for another action digest.
+	FindingApprovalMismatch FindingKind = "approval-mismatch"
 	// A file had more findings than VerifyOptions.MaxFindings; the rest
 	// were not listed.
 	FindingTooMany FindingKind = "too-many-findings"
@@ -134,6 +140,7 @@ type Report struct {
 	Runs        int       `json:"runs"`
 	Events      int       `json:"events"`
 	HeadEntries int       `json:"head_entries"`
+	Signed      int       `json:"signed_events"` // events carrying a signature
 	Findings    []Finding `json:"findings"`
 	Notes       []Note    `json:"notes"`
 }
@@ -145,6 +152,37 @@ type VerifyOptions struct {
 	// MaxFindings per file; beyond it one too-many-findings is listed.
 	// Default 1000.
 	MaxFindings int
+	// Keys, when set, checks every signed event's signature (see
+	// integrity.go); nil leaves signatures unchecked (a note says so).
+	Keys *TrustedKeys
+	// RequireSignatures reports every unsigned event (unsigned-event).
+	RequireSignatures bool
+	// Checkpoint, when set, checks the head log against it (rolled-back,
+	// checkpoint-mismatch). Open it with OpenCheckpoint first.
+	Checkpoint *Checkpoint
+	// Export, when set, verifies dir as an evidence export holding the
+	// runs it names (see ExportScope). When nil, a directory holding
+	// ExportManifestFile is refused with ErrExport.
+	Export *ExportScope
+}
+
+// ExportManifestFile is the file that marks a directory as an evidence
+// export (a slice of a journal: some runs and the whole head log) rather
+// than a journal. Its content is read by broker/evidence.
+const ExportManifestFile = "export.json"
+
+// ErrExport: Verify was pointed at an evidence export without
+// VerifyOptions.Export; an export lacks other tenants' runs, which a plain
+// verify would report as removed.
+var ErrExport = errors.New("journal: directory is an evidence export (verify it as an export)")
+
+// ExportScope is what an export says it holds. Verify then expects the
+// runs the head log registered but Runs does not name to be absent (no
+// run-removed finding for them, and citations of them are not checked);
+// a named run without a file is still run-removed, and every file present
+// is checked against the head log as in a journal.
+type ExportScope struct {
+	Runs []string
 }
 
 // headReg is one head log registration of a run's event.
@@ -156,7 +194,8 @@ type headReg struct {
 
 // Verify checks the journal in dir, offline, with no keys. It returns an
 // error only when dir cannot be used as a journal (missing, not a
-// directory, holding neither head.jsonl nor runs/); everything wrong
+// directory, holding neither head.jsonl nor runs/) or when it is an
+// evidence export and opts.Export is nil (ErrExport); everything wrong
 // inside the journal is a Finding. Verify never modifies dir, and reads
 // run files in parallel.
 func Verify(dir string, opts VerifyOptions) (*Report, error) {
@@ -178,6 +217,18 @@ func Verify(dir string, opts VerifyOptions) (*Report, error) {
 	rfi, rerr := os.Lstat(runsPath)
 	if herr != nil && rerr != nil {
 		return nil, fmt.Errorf("%w: %s holds neither %s nor %s", ErrNotJournal, dir, headFile, runsDir)
+	}
+
+	var inExport map[string]bool
+	if opts.Export == nil {
+		if _, err := os.Lstat(filepath.Join(dir, ExportManifestFile)); err == nil {
+			return nil, fmt.Errorf("%w: %s holds %s", ErrExport, dir, ExportManifestFile)
+		}
+	} else {
+		inExport = make(map[string]bool, len(opts.Export.Runs))
+		for _, r := range opts.Export.Runs {
+			inExport[r] = true
+		}
 	}
 
 	rep := &Report{Findings: []Finding{}, Notes: []Note{}}
@@ -221,7 +272,7 @@ func Verify(dir string, opts VerifyOptions) (*Report, error) {
 		have[r] = true
 	}
 	for run, rs := range regs {
-		if !have[run] {
+		if !have[run] && (inExport == nil || inExport[run]) {
 			last := rs[len(rs)-1]
 			rep.Findings = append(rep.Findings, Finding{Kind: FindingRunRemoved, Run: run, Seq: last.runSeq, File: headFile, Line: last.line,
 				Detail: fmt.Sprintf("head log registered event %d of run %s, which has no file", last.runSeq, run)})
@@ -233,7 +284,7 @@ func Verify(dir string, opts VerifyOptions) (*Report, error) {
 	var wg sync.WaitGroup
 	for range min(opts.Workers, max(len(runs), 1)) {
 		wg.Go(func() {
-			var v runVerifier
+			v := runVerifier{sigs: sigChecker{keys: opts.Keys, require: opts.RequireSignatures}}
 			for i := range jobs {
 				results[i] = v.verify(dir, runs[i], regs[runs[i]], opts.MaxFindings)
 			}
@@ -249,11 +300,23 @@ func Verify(dir string, opts VerifyOptions) (*Report, error) {
 	var cites []citing
 	for _, r := range results {
 		rep.Events += r.events
+		rep.Signed += r.signed
 		rep.Findings = append(rep.Findings, r.findings...)
 		rep.Notes = append(rep.Notes, r.notes...)
-		cites = append(cites, r.citations...)
+		for _, c := range r.citations {
+			if inExport == nil || have[c.Run] || inExport[c.Run] {
+				cites = append(cites, c)
+			}
+		}
 	}
 	rep.Findings = append(rep.Findings, checkCitations(dir, have, cites)...)
+	if opts.Checkpoint != nil {
+		rep.Findings = append(rep.Findings, CheckCheckpoint(dir, opts.Checkpoint)...)
+	}
+	if rep.Signed > 0 && opts.Keys == nil {
+		rep.Notes = append(rep.Notes, Note{Kind: NoteSignaturesUnchecked,
+			Detail: fmt.Sprintf("%d signed event(s); no trusted keys given, so signatures were not checked", rep.Signed)})
+	}
 	slices.SortStableFunc(rep.Findings, func(a, b Finding) int {
 		return cmp.Or(cmp.Compare(a.File, b.File), cmp.Compare(a.Line, b.Line), cmp.Compare(a.Seq, b.Seq), cmp.Compare(a.Kind, b.Kind))
 	})
@@ -362,6 +425,7 @@ func verifyHead(path string, rep *Report, fs *findings) map[string][]headReg {
 // runResult is one run file's outcome.
 type runResult struct {
 	events    int
+	signed    int
 	findings  []Finding
 	notes     []Note
 	citations []citing
@@ -387,6 +451,7 @@ type rec struct {
 
 // runVerifier holds one worker's scratch space.
 type runVerifier struct {
+	sigs sigChecker
 	r    *bufio.Reader
 	o    obj
 	buf  []byte
@@ -411,6 +476,7 @@ func (v *runVerifier) verify(dir, run string, regs []headReg, limit int) (res ru
 		closedAt  uint64
 		seen      = make(map[uint64]int)
 		decisions = make(map[string]Outcome)
+		approvals = make(map[string]string) // approval id -> action digest it approved
 	)
 	if v.r == nil {
 		v.r = bufio.NewReaderSize(f, 256<<10)
@@ -434,6 +500,12 @@ func (v *runVerifier) verify(dir, run string, regs []headReg, limit int) (res ru
 		if !ok {
 			at.Kind, at.Detail = FindingEditedEvent, fmt.Sprintf("event %d (%s) does not match its hash", e.Seq, e.Type)
 			fs.add(at)
+		}
+		if p.sig != nil {
+			res.signed++
+		}
+		if f, bad := v.sigs.check(&p, at); bad {
+			fs.add(f)
 		}
 		if e.Run != run {
 			at.Kind, at.Detail = FindingMisplacedEvent, fmt.Sprintf("event %d names run %q", e.Seq, e.Run)
@@ -460,8 +532,19 @@ func (v *runVerifier) verify(dir, run string, regs []headReg, limit int) (res ru
 			if closedAt == 0 {
 				closedAt = e.Seq
 			}
+		case TypeApprovalDecision:
+			var ad ApprovalDecision
+			if json.Unmarshal(e.Data, &ad) == nil && ad.Approved {
+				approvals[ad.Approval] = ad.ActionDigest
+			}
 		case TypeDecision:
 			decisions[e.Effect] = decisionOutcome(e.Data)
+			if decisions[e.Effect] == OutcomeAllowed && bytes.Contains(e.Data, []byte(`"approval"`)) {
+				if f, bad := checkApproval(e.Data, approvals); bad {
+					at.Kind, at.Detail = f.Kind, f.Detail
+					fs.add(at)
+				}
+			}
 			if bytes.Contains(e.Data, []byte(`"citations"`)) {
 				var d struct{ Citations []Citation }
 				if err := json.Unmarshal(e.Data, &d); err != nil {
@@ -628,4 +711,24 @@ func decisionOutcome(data []byte) Outcome {
 		return ""
 	}
 	return Outcome(s)
+}
+
+// checkApproval checks an allowed decision that names an approval against
+// the approvals recorded before it in the run.
+func checkApproval(data []byte, approvals map[string]string) (Finding, bool) {
+	var d struct {
+		Approval     string `json:"approval"`
+		ActionDigest string `json:"action_digest"`
+	}
+	if err := json.Unmarshal(data, &d); err != nil || d.Approval == "" {
+		return Finding{}, false
+	}
+	got, ok := approvals[d.Approval]
+	switch {
+	case !ok:
+		return Finding{Kind: FindingApprovalMissing, Detail: fmt.Sprintf("effect runs under approval %s, which no approval.decision before it approved", d.Approval)}, true
+	case got != d.ActionDigest:
+		return Finding{Kind: FindingApprovalMismatch, Detail: fmt.Sprintf("effect runs under approval %s for action %s, but the approval was for %s", d.Approval, d.ActionDigest, got)}, true
+	}
+	return Finding{}, false
 }

@@ -38,6 +38,9 @@ type WriterOptions struct {
 	// SyncParallelism bounds concurrent fsyncs of run files within one
 	// Append. Default 8.
 	SyncParallelism int
+	// Signer, when set, signs every event it writes (see sigline.go).
+	// Nil writes unsigned events.
+	Signer *SigningKey
 }
 
 // Writer appends events to a journal directory. It is the single writer
@@ -71,6 +74,7 @@ type Writer struct {
 	lru        *list.List // of *runState, most recent first
 	closed     bool
 	failed     error
+	tree       *Tree // the head log's Merkle tree; nil until a Checkpointer builds it
 
 	written atomic.Uint64 // events durably written since Open
 }
@@ -397,6 +401,9 @@ func (w *Writer) Append(batch []Event) ([]Event, error) {
 		e.Prev = st.last
 		e.Hash = ""
 		line, h, err := encodeEvent(e)
+		if err == nil && w.opts.Signer != nil {
+			line, err = sealSigned(line, h, w.opts.Signer)
+		}
 		if err == nil && len(line) > MaxLineBytes {
 			err = fmt.Errorf("%w: line of %d bytes", ErrInvalidEvent, len(line))
 		}
@@ -472,6 +479,9 @@ func (w *Writer) commit(touched []*runState) error {
 		return fmt.Errorf("head log: %w", err)
 	}
 	w.headSeq, w.headHash = seq, prev
+	if w.tree != nil {
+		w.tree.appendLines(lines)
+	}
 	for _, st := range touched {
 		if st.seq > w.registered[st.id] {
 			w.registered[st.id] = st.seq

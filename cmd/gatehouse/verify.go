@@ -3,18 +3,37 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"path/filepath"
 
+	"github.com/gatehouse/gatehouse/broker/evidence"
 	"github.com/gatehouse/gatehouse/broker/journal"
 )
 
 const verifyUsage = `Usage: gatehouse verify [DIR] [--json]
+       gatehouse verify --export DIR [--log-key K --witness-key W [--witness-quorum N]] [--json]
 
 Checks a journal offline, with no keys and no network: every event against
 its hash and its run's chain, every run against the head log, and every
 effect.attempt against an allowed policy.decision before it. DIR defaults
 to the journal of --data-dir (./.gatehouse/journal).
+
+--export DIR checks an evidence export (gatehouse evidence TENANT/ --export):
+the files against its manifest, and each run it holds against the head log;
+runs of others are expected to be absent. A plain verify refuses an export.
+With --log-key (and --witness-key for each witness) it also checks, offline,
+the checkpoint the export carries (bad-checkpoint), its head log against it
+(checkpoint-mismatch, rolled-back) and the inclusion proof of every head
+entry of its runs (bad-inclusion-proof); an export without proofs is then
+proofs-missing. Without keys a note says the proofs were not checked.
+
+With keys it also checks what no one holding the folder can forge:
+--trusted-key FILE checks every event signature strictly (old keys stay
+usable: pass every key file); --checkpoint FILE or --witness URL with
+--log-key (and --witness-key) checks the head log against a witnessed
+checkpoint, catching a rewrite of the whole journal (checkpoint-mismatch)
+and a rolled-back one (rolled-back).
 
 Exit status: 0 intact, 1 tampering found, 2 unusable input.
 `
@@ -23,13 +42,27 @@ func cmdVerify(ctx context.Context, env *cliEnv, args []string) error {
 	var (
 		dataDir string
 		asJSON  bool
+		export  string
+		vi      verifyIntegrity
 	)
 	fs := newEnvFlags(env, "verify", verifyUsage)
 	fs.stringVar(&dataDir, "data-dir", ".gatehouse", "data dir whose journal to check when DIR is not given")
 	fs.BoolVar(&asJSON, "json", false, "print the report as JSON")
+	fs.StringVar(&export, "export", "", "check this evidence export instead of a journal")
+	vi.register(fs)
 	pos, err := fs.parse(args)
 	if err != nil {
 		return err
+	}
+	if export != "" {
+		if len(pos) > 0 {
+			return usageError("verify --export takes the export's directory only")
+		}
+		opts, err := vi.exportOptions()
+		if err != nil {
+			return err
+		}
+		return verifyExport(env, export, asJSON, opts)
 	}
 	dir := filepath.Join(dataDir, "journal")
 	switch len(pos) {
@@ -39,7 +72,14 @@ func cmdVerify(ctx context.Context, env *cliEnv, args []string) error {
 	default:
 		return usageError("verify takes at most one directory")
 	}
-	rep, err := journal.Verify(dir, journal.VerifyOptions{})
+	rep, err := vi.verify(ctx, dir)
+	var ee *exitError
+	if errors.As(err, &ee) {
+		return err
+	}
+	if errors.Is(err, journal.ErrExport) {
+		err = fmt.Errorf("%w; check it with: gatehouse verify --export %s", err, dir)
+	}
 	if err != nil {
 		if asJSON {
 			_ = json.NewEncoder(env.stdout).Encode(map[string]any{"dir": dir, "ok": false, "error": err.Error()})
@@ -71,4 +111,26 @@ func printReport(env *cliEnv, dir string, r *journal.Report) {
 	for _, n := range r.Notes {
 		fmt.Fprintf(env.stdout, "  note: %s\n", n)
 	}
+}
+
+// verifyExport checks an evidence export (evidence.VerifyExportWith).
+func verifyExport(env *cliEnv, dir string, asJSON bool, opts evidence.VerifyOptions) error {
+	rep, err := evidence.VerifyExportWith(dir, opts)
+	if err != nil {
+		if asJSON {
+			_ = json.NewEncoder(env.stdout).Encode(map[string]any{"dir": dir, "ok": false, "error": err.Error()})
+		}
+		return &exitError{code: exitUsage, err: fmt.Errorf("verify --export %s: %w", dir, err)}
+	}
+	if asJSON {
+		if err := json.NewEncoder(env.stdout).Encode(rep); err != nil {
+			return err
+		}
+	} else {
+		printReport(env, dir+" (export)", rep)
+	}
+	if !rep.OK {
+		return &exitError{code: exitFindings}
+	}
+	return nil
 }
