@@ -5,7 +5,7 @@ GO      ?= go
 BIN     ?= bin/gatehouse
 PKGS    := ./...
 
-.PHONY: run build deps generate check-generate vet test test-race bench fuzz clean
+.PHONY: run build deps generate check-generate vet test test-race bench bench-scale fuzz clean
 
 run:
 	$(GO) run ./cmd/gatehouse serve
@@ -38,7 +38,12 @@ test: deps check-generate vet
 	$(GO) test -count=1 -race -timeout 30m ./broker/...
 
 bench:
-	$(GO) test -run '^$$' -bench . -benchmem -timeout 60m ./policy/... ./broker/... ./e2e/...
+	$(GO) test -run '^$$' -bench . -benchmem -timeout 60m ./policy/... ./broker/... ./browser/... ./e2e/...
+
+# The scaled-out shape under load: embedded against a three-node cluster
+# with one and two brokers (README, "Scaling out").
+bench-scale:
+	$(GO) test -run '^$$' -bench ScaledOut -benchtime 20000x -timeout 30m ./e2e/
 
 # A short run of every fuzz target in the module; corpora live in each
 # package's testdata/fuzz.

@@ -62,16 +62,26 @@ var runtimeOwnFuncs = map[string]string{
 	"(*" + module + "/broker.KVRuns).Create":   "the run registry: whom work is for, written when an application opens work",
 	"(*" + module + "/broker.KVRuns).Close":    "the run registry: an application closing work",
 	module + "/cmd/gatehouse.writeEndpoints":   "serve's endpoints file, so the CLI finds the server",
+	"(*" + module + "/web.Users).save":         "the dashboard's own user store (users.json), written by 'gatehouse users' and first-run setup",
 	module + "/cmd/gatehouse.cmdServe":         "serve creating its data directory and removing its endpoints file",
+	"(*" + module + "/browser.proxy).dial":     "the browser sink's forward proxy: dials only for requests the broker decided (or plain reads, never decided) and tunnels it allowed",
+	module + "/broker.PutWriterHealth":         "the journal writer announcing whether it can write, so strict brokers refuse on a full disk",
+	module + "/cmd/gatehouse.cmdBench":         "the load generator writing its own --acked report file",
 }
 
 // runtimeOwnPackages lists whole packages whose raw calls are the
 // runtime's own, each with its reason.
 var runtimeOwnPackages = map[string]string{
-	module + "/broker/journal": "the journal writer: run files, head log and lock, the record itself",
-	module + "/sandbox":        "the sandbox's own mechanism (helper re-exec, cgroups, workspaces, self-test); its Run and RunHost are raw effects only sinks may call",
-	module + "/e2e/deptest":    "a test helper that runs go list for the dependency tests; imported by tests only",
-	module + "/sinks/sinktest": "the test harness (starts redis-server, writes rules files); imported by tests only",
+	module + "/broker/journal":                "the journal writer: run files, head log and lock, the record itself",
+	module + "/broker/content":                "the journal's content store: what decisions depended on, beside the record, and its erasure",
+	module + "/broker/evidence":               "writing an evidence export (copies of journal files) where the operator asked",
+	module + "/broker/witness":                "the checkpoint witness's own state files, and the HTTP client submitting checkpoints to witnesses",
+	module + "/broker/approval":               "the approval store itself (JetStream KV): requests, decisions and claims are the broker's own state",
+	module + "/broker/approval/approvalredis": "the approval store on Redis: the same state as broker/approval, for deployments on Redis",
+	module + "/sandbox":                       "the sandbox's own mechanism (helper re-exec, cgroups, workspaces, self-test); its Run and RunHost are raw effects only sinks may call",
+	module + "/e2e/deptest":                   "a test helper that runs go list for the dependency tests; imported by tests only",
+	module + "/sinks/sinktest":                "the test harness (starts redis-server, writes rules files); imported by tests only",
+	module + "/e2e/cluster":                   "the test harness for the scaled-out shape (builds and starts nats-server nodes); imported by tests only",
 }
 
 // TestNoRawEffectOutsideASink walks the module's Go code, type-checked, and

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -10,21 +9,37 @@ import (
 	"github.com/gatehouse/gatehouse/broker/journal"
 )
 
-const writerUsage = `Usage: gatehouse writer --nats-url URL [--nats-creds FILE] [--journal-dir DIR]
+const writerUsage = `Usage: gatehouse writer --nats-url URL [--nats-creds FILE] [--journal-dir DIR] [--http ADDR]
+                        [--signing-key-file FILE --log-origin NAME [--witness URL]... [--checkpoint-interval D]]
 
 Runs only the journal writer: it consumes the journal stream durably,
 appends each run's events to its run file and the head log, fsyncs, and
 only then acknowledges. Run exactly one writer per journal directory.
+When the journal cannot be written (a full disk) it says so in the
+gatehouse_writer bucket (strict brokers then refuse effects) and retries.
+
+With a signing key it signs every event, and signs a checkpoint of the
+head log every --checkpoint-interval when it grew, submitting each to
+every --witness for a cosignature.
+
+With --http it serves there /healthz, /readyz, /metrics (events written,
+journal lag) and, with a signing key, the checkpoints: GET /checkpoint
+(the latest; ?fresh=1 signs one first when the log grew), POST
+/checkpoint (sign one now, witnesses cosign it; replies with it),
+/checkpoint/key, /checkpoint/proof?old=N&new=M and /.well-known/did.json.
 `
 
 func cmdWriter(ctx context.Context, env *cliEnv, args []string) error {
-	var natsURL, creds, dir, logFormat, logLevel string
+	var natsURL, creds, dir, logFormat, logLevel, httpAddr string
+	var integrity integrityFlags
 	var replicas int
 	fs := newEnvFlags(env, "writer", writerUsage)
 	fs.stringVar(&natsURL, "nats-url", "", "NATS with JetStream (required)")
 	fs.stringVar(&creds, "nats-creds", "", "nkey seed file")
 	fs.stringVar(&dir, "journal-dir", ".gatehouse/journal", "the journal directory")
 	fs.intVar(&replicas, "replicas", 1, "JetStream replicas for the journal stream")
+	fs.stringVar(&httpAddr, "http", "", "serve /healthz, /readyz and /metrics on this address (empty: off)")
+	integrity.register(fs)
 	fs.stringVar(&logFormat, "log-format", "text", "text or json")
 	fs.stringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	if _, err := fs.parse(args); err != nil {
@@ -49,14 +64,19 @@ func cmdWriter(ctx context.Context, env *cliEnv, args []string) error {
 	if _, err := journal.EnsureStream(ctx, js, replicas); err != nil {
 		return fmt.Errorf("journal stream: %w", err)
 	}
-	w, err := journal.Open(dir, journal.WriterOptions{Logger: log})
+	signKey := integrity.signingKey(env, log)
+	loop, err := newWriterLoop(ctx, js, dir, replicas, &integrity, signKey, log)
 	if err != nil {
 		return err
 	}
-	log.Info("journal writer running", "dir", dir, "nats", natsURL)
-	err = journal.Consume(ctx, js, w, journal.ConsumeOptions{Logger: log})
-	if cerr := w.Close(); err == nil || errors.Is(err, context.Canceled) {
-		err = cerr
+	if httpAddr != "" {
+		h, err := startWriterHealth(httpAddr, nc, js, loop, writerIntegrity(&integrity, signKey, loop, log), log)
+		if err != nil {
+			return err
+		}
+		defer h.Shutdown()
+		log.Info("writer health, metrics and checkpoints", "url", h.URL())
 	}
-	return err
+	log.Info("journal writer running", "dir", dir, "nats", natsURL)
+	return loop.run(ctx)
 }

@@ -1,0 +1,148 @@
+package broker
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/gatehouse/gatehouse/broker/journal"
+)
+
+// WriterHealthBucket is the JetStream KV bucket where the journal writer
+// says whether it can write (key WriterHealthKey). Brokers in strict mode
+// read it through a JournalGate.
+const (
+	WriterHealthBucket = "gatehouse_writer"
+	WriterHealthKey    = "health"
+)
+
+// WriterState is what the journal writer reports about itself.
+type WriterState string
+
+const (
+	// WriterOK: the writer is writing (or has nothing to write).
+	WriterOK WriterState = "ok"
+	// WriterFailing: the writer cannot write the journal (a full disk, an
+	// unwritable folder); events wait in the stream until it can.
+	WriterFailing WriterState = "failing"
+)
+
+// WriterHealth is the value under WriterHealthKey. Reason says what failed,
+// as the operating system said it (a path and an errno, never content).
+type WriterHealth struct {
+	State  WriterState `json:"state"`
+	Reason string      `json:"reason,omitempty"`
+	Since  time.Time   `json:"since"`
+}
+
+// OpenWriterHealth opens (creating if needed) the writer health bucket.
+func OpenWriterHealth(ctx context.Context, js jetstream.JetStream, replicas int) (jetstream.KeyValue, error) {
+	kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+		Bucket: WriterHealthBucket, Description: "Gatehouse journal writer health: can it write the journal",
+		Storage: jetstream.FileStorage, Replicas: max(replicas, 1), History: 1,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("%w: bucket %s: %v", ErrJournal, WriterHealthBucket, err)
+	}
+	return kv, nil
+}
+
+// PutWriterHealth records the writer's health.
+func PutWriterHealth(ctx context.Context, kv jetstream.KeyValue, h WriterHealth) error {
+	b, err := json.Marshal(h)
+	if err != nil {
+		return err
+	}
+	_, err = kv.Put(ctx, WriterHealthKey, b)
+	return err
+}
+
+// JournalGate is a Journal that refuses to record while the journal writer
+// reports it cannot write (WriterFailing), so strict mode refuses effects
+// whose record would sit in the stream with nowhere to go (a full disk).
+// Otherwise it hands every event to the Journal it wraps. A missing or
+// unreadable health value is taken as healthy: a writer that is merely
+// down or restarting leaves events durable in the stream, which is the
+// promise strict mode keeps.
+//
+// Its one goroutine watches the bucket; Close stops it. Safe for
+// concurrent use.
+type JournalGate struct {
+	j      Journal
+	state  atomic.Pointer[WriterHealth]
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+var _ Journal = (*JournalGate)(nil)
+
+// NewJournalGate wraps j and starts watching the writer's health.
+func NewJournalGate(ctx context.Context, js jetstream.JetStream, j Journal, replicas int, log *slog.Logger) (*JournalGate, error) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	kv, err := OpenWriterHealth(ctx, js, replicas)
+	if err != nil {
+		return nil, err
+	}
+	wctx, cancel := context.WithCancel(context.Background())
+	w, err := kv.Watch(wctx, WriterHealthKey)
+	if err != nil {
+		cancel()
+		return nil, fmt.Errorf("%w: watch %s: %v", ErrJournal, WriterHealthBucket, err)
+	}
+	g := &JournalGate{j: j, cancel: cancel}
+	g.wg.Go(func() {
+		defer func() { _ = w.Stop() }()
+		for {
+			select {
+			case <-wctx.Done():
+				return
+			case e, ok := <-w.Updates():
+				if !ok {
+					return
+				}
+				if e == nil || e.Operation() != jetstream.KeyValuePut {
+					continue
+				}
+				var h WriterHealth
+				if json.Unmarshal(e.Value(), &h) != nil {
+					continue
+				}
+				if prev := g.state.Swap(&h); prev == nil || prev.State != h.State {
+					log.Info("journal writer health", "state", h.State, "reason", h.Reason)
+				}
+			}
+		}
+	})
+	return g, nil
+}
+
+// errWriterFailing is wrapped in ErrJournal by Record.
+var errWriterFailing = errors.New("the journal writer reports it cannot write")
+
+// Record records e unless the writer reports it cannot write.
+func (g *JournalGate) Record(ctx context.Context, e *journal.Event) error {
+	if h := g.state.Load(); h != nil && h.State == WriterFailing {
+		// The reason (a path, an errno) is for operators: it is logged
+		// when the state changes and shown by status, not sent to agents.
+		return fmt.Errorf("%w: %w (since %s)", ErrJournal, errWriterFailing, h.Since.UTC().Format(time.RFC3339))
+	}
+	return g.j.Record(ctx, e)
+}
+
+// Healthy reports the writer's last known health (nil: none reported).
+func (g *JournalGate) Healthy() *WriterHealth { return g.state.Load() }
+
+// Close stops watching.
+func (g *JournalGate) Close() {
+	g.cancel()
+	g.wg.Wait()
+}

@@ -1,0 +1,119 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/gatehouse/gatehouse/broker"
+	"github.com/gatehouse/gatehouse/broker/journal"
+	"github.com/gatehouse/gatehouse/web"
+)
+
+// healthServer serves /healthz (the process is alive), /readyz (ready
+// reports nil: it can do its work) and /metrics (Prometheus, from reg) for
+// processes without the web status page, such as `gatehouse writer`. It
+// owns its serving goroutine; Shutdown stops it.
+type healthServer struct {
+	srv *http.Server
+	ln  net.Listener
+}
+
+// extra, when set, serves every other path (the writer's checkpoint
+// endpoints).
+func startHealth(addr string, ready func() error, reg *prometheus.Registry, extra http.Handler, log *slog.Logger) (*healthServer, error) {
+	mux := http.NewServeMux()
+	if extra != nil {
+		mux.Handle("/", extra)
+	}
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		fmt.Fprintln(w, "ok")
+	})
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if err := ready(); err != nil {
+			http.Error(w, "not ready: "+err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		fmt.Fprintln(w, "ready")
+	})
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("--http %s: %w", addr, err)
+	}
+	h := &healthServer{srv: &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}, ln: ln}
+	go func() {
+		if err := h.srv.Serve(ln); err != nil && err != http.ErrServerClosed {
+			log.Error("health listener stopped", "err", err)
+		}
+	}()
+	return h, nil
+}
+
+// URL is the listener's base URL.
+func (h *healthServer) URL() string { return "http://" + h.ln.Addr().String() }
+
+func (h *healthServer) Shutdown() {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_ = h.srv.Shutdown(ctx)
+}
+
+// startWriterHealth serves the writer's health, readiness (connected to
+// NATS, the journal writable), metrics (registerWriterMetrics and the Go
+// runtime's) and, with a signing key, the checkpoint endpoints of
+// web.Integrity: /checkpoint (GET; POST signs one now and has the
+// witnesses cosign it), /checkpoint/key, /checkpoint/proof and
+// /.well-known/did.json.
+func startWriterHealth(addr string, nc *nats.Conn, js jetstream.JetStream, w *writerLoop, in *web.Integrity, log *slog.Logger) (*healthServer, error) {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	registerWriterMetrics(reg, js, w)
+	broker.RegisterJournalLag(reg, js)
+	ready := func() error {
+		if nc.Status() != nats.CONNECTED {
+			return fmt.Errorf("NATS connection is %s", nc.Status())
+		}
+		return w.Ready()
+	}
+	var extra http.Handler
+	if in != nil {
+		extra = web.IntegrityHandler(in)
+	}
+	return startHealth(addr, ready, reg, extra, log)
+}
+
+// registerWriterMetrics registers what a journal writer (standalone or in
+// serve) says about itself: events written by every incarnation of the
+// loop, and the writer's consumer's pending events.
+func registerWriterMetrics(reg prometheus.Registerer, js jetstream.JetStream, w *writerLoop) {
+	reg.MustRegister(
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "gatehouse_journal_events_written_total",
+			Help: "Journal events this process's writer made durable.",
+		}, func() float64 { return float64(w.Written()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "gatehouse_journal_pending",
+			Help: "Journal events recorded by brokers and not yet written (the writer's lag).",
+		}, func() float64 { n, _ := journalPending(context.Background(), js); return float64(n) }),
+	)
+}
+
+// writerIntegrity is what the writer publishes of its keys and
+// checkpoints; nil without a signing key.
+func writerIntegrity(f *integrityFlags, key *journal.SigningKey, w *writerLoop, log *slog.Logger) *web.Integrity {
+	in := f.web(key, nil, log)
+	if in != nil && w != nil && w.checkpoints != nil {
+		in.Checkpoints = w.checkpoints
+	}
+	return in
+}

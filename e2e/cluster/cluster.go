@@ -1,0 +1,328 @@
+// Package cluster starts the scaled-out shape of Gatehouse without
+// containers, for end-to-end tests: a NATS cluster of standalone
+// nats-server processes with JetStream on loopback ports, and a
+// redis-server (through sinks/sinktest.StartRedis).
+//
+// The nats-server binary is the released v2.15.2 built from the Go module
+// proxy with `go install` into a cache folder (NATSServerDir), reused when
+// present; .ci/install-deps builds it ahead of the tests. $GATEHOUSE_NATS_SERVER
+// names another binary.
+//
+// Every server has two accounts: GATEHOUSE (JetStream on), which a client
+// with no credentials joins (no_auth_user), and the system account SYS, which
+// `gatehouse status` reads with SysUser and SysPassword to see every server's
+// JetStream state. Each process is owned by the test that started it and is
+// killed at its cleanup.
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/gatehouse/gatehouse/sinks/sinktest"
+)
+
+// NATSServerVersion is the nats-server release the cluster runs.
+const NATSServerVersion = "v2.15.2"
+
+// NATSServerDir is where the nats-server binary is cached.
+const NATSServerDir = "/var/cache/gatehouse/nats-server-" + NATSServerVersion
+
+// System account credentials of the test cluster (a loopback-only test
+// fixture, not a secret).
+const (
+	SysUser     = "sys"
+	SysPassword = "sys-test-only"
+)
+
+var buildOnce sync.Once
+var buildErr error
+
+// NATSServer returns the path of the nats-server binary, building it into
+// NATSServerDir on first use.
+func NATSServer(t testing.TB) string {
+	t.Helper()
+	if p := os.Getenv("GATEHOUSE_NATS_SERVER"); p != "" {
+		return p
+	}
+	bin := filepath.Join(NATSServerDir, "nats-server")
+	buildOnce.Do(func() {
+		if _, err := os.Stat(bin); err == nil {
+			return
+		}
+		if err := os.MkdirAll(NATSServerDir, 0o755); err != nil {
+			buildErr = err
+			return
+		}
+		cmd := exec.Command("go", "install", "github.com/nats-io/nats-server/v2@"+NATSServerVersion)
+		cmd.Env = append(os.Environ(), "GOBIN="+NATSServerDir, "GOFLAGS=-mod=mod")
+		cmd.Dir = NATSServerDir
+		if out, err := cmd.CombinedOutput(); err != nil {
+			buildErr = fmt.Errorf("go install nats-server %s: %v\n%s", NATSServerVersion, err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return bin
+}
+
+// Node is one nats-server process of a NATS cluster.
+type Node struct {
+	Name        string
+	Port        int // client port
+	ClusterPort int
+	dir, conf   string
+	bin         string
+
+	mu   sync.Mutex
+	cmd  *exec.Cmd
+	done chan struct{}
+	log  *os.File
+}
+
+// URL is the node's client URL.
+func (n *Node) URL() string { return "nats://127.0.0.1:" + strconv.Itoa(n.Port) }
+
+// NATS is a running NATS cluster.
+type NATS struct {
+	Nodes []*Node
+}
+
+// URL lists every node's client URL, comma-separated, as nats.go and
+// `gatehouse --nats-url` take it: a client fails over between them.
+func (c *NATS) URL() string {
+	urls := make([]string, len(c.Nodes))
+	for i, n := range c.Nodes {
+		urls[i] = n.URL()
+	}
+	return strings.Join(urls, ",")
+}
+
+// StartNATS starts a cluster of n nats-server nodes with JetStream and
+// waits until it has a JetStream meta leader.
+func StartNATS(t testing.TB, n int) *NATS {
+	t.Helper()
+	bin := NATSServer(t)
+	c := &NATS{}
+	for i := range n {
+		c.Nodes = append(c.Nodes, &Node{Name: fmt.Sprintf("n%d", i+1), Port: FreePort(t), ClusterPort: FreePort(t), bin: bin})
+	}
+	root := t.TempDir()
+	for _, node := range c.Nodes {
+		node.dir = filepath.Join(root, node.Name)
+		if err := os.MkdirAll(node.dir, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		node.conf = filepath.Join(node.dir, "nats.conf")
+		if err := os.WriteFile(node.conf, []byte(c.config(node)), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := node.start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(node.kill)
+	}
+	if err := c.WaitReady(60 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func (c *NATS) config(n *Node) string {
+	var routes []string
+	for _, o := range c.Nodes {
+		if o != n {
+			routes = append(routes, fmt.Sprintf("nats-route://127.0.0.1:%d", o.ClusterPort))
+		}
+	}
+	return fmt.Sprintf(`server_name: %s
+listen: 127.0.0.1:%d
+jetstream { store_dir: %q }
+accounts {
+  SYS { users: [ { user: %s, password: %s } ] }
+  GATEHOUSE { jetstream: enabled, users: [ { user: gatehouse, password: gatehouse-test-only } ] }
+}
+system_account: SYS
+no_auth_user: gatehouse
+cluster {
+  name: gatehouse-test
+  listen: 127.0.0.1:%d
+  routes: [ %s ]
+}
+`, n.Name, n.Port, filepath.Join(n.dir, "js"), SysUser, SysPassword, n.ClusterPort, strings.Join(routes, ", "))
+}
+
+func (n *Node) start() error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.cmd != nil {
+		return fmt.Errorf("%s is already running", n.Name)
+	}
+	lf, err := os.OpenFile(filepath.Join(n.dir, "nats.log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
+	if err != nil {
+		return err
+	}
+	cmd := exec.Command(n.bin, "-c", n.conf)
+	cmd.Stdout, cmd.Stderr = lf, lf
+	if err := cmd.Start(); err != nil {
+		lf.Close()
+		return fmt.Errorf("start %s: %w", n.Name, err)
+	}
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); lf.Close(); close(done) }()
+	n.cmd, n.done, n.log = cmd, done, lf
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		if c, err := net.DialTimeout("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(n.Port)), time.Second); err == nil {
+			c.Close()
+			return nil
+		}
+		select {
+		case <-done:
+			n.cmd = nil
+			return fmt.Errorf("%s exited at start:\n%s", n.Name, n.Log())
+		case <-time.After(20 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s did not listen within 20s:\n%s", n.Name, n.Log())
+		}
+	}
+}
+
+// Log returns the node's log so far.
+func (n *Node) Log() string {
+	b, _ := os.ReadFile(filepath.Join(n.dir, "nats.log"))
+	return string(b)
+}
+
+// Kill ends the node with SIGKILL and waits for it to exit.
+func (n *Node) Kill() {
+	n.kill()
+}
+
+func (n *Node) kill() {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.cmd == nil {
+		return
+	}
+	_ = n.cmd.Process.Signal(syscall.SIGKILL)
+	<-n.done
+	n.cmd = nil
+}
+
+// Restart starts a killed node again on the same ports and store.
+func (n *Node) Restart() error { return n.start() }
+
+// WaitReady waits until JetStream answers on every running node: the
+// cluster has a meta leader and each node has caught up enough to serve
+// the JetStream API.
+func (c *NATS) WaitReady(timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for _, n := range c.Nodes {
+		n.mu.Lock()
+		running := n.cmd != nil
+		n.mu.Unlock()
+		if !running {
+			continue
+		}
+		var last error
+		for {
+			if last = jsReady(n.URL()); last == nil {
+				break
+			}
+			if time.Now().After(deadline) {
+				return fmt.Errorf("JetStream not ready on %s after %s: %v", n.Name, timeout, last)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	if _, err := c.MetaLeader(); err != nil {
+		return err
+	}
+	return nil
+}
+
+func jsReady(url string) error {
+	nc, err := nats.Connect(url, nats.Timeout(time.Second))
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	_, err = js.AccountInfo(ctx)
+	return err
+}
+
+// MetaLeader asks the system account which server leads the JetStream
+// meta group.
+func (c *NATS) MetaLeader() (string, error) {
+	var last error
+	for _, n := range c.Nodes {
+		nc, err := nats.Connect(n.URL(), nats.UserInfo(SysUser, SysPassword), nats.Timeout(time.Second))
+		if err != nil {
+			last = err
+			continue
+		}
+		msg, err := nc.Request("$SYS.REQ.SERVER.PING.JSZ", nil, 2*time.Second)
+		nc.Close()
+		if err != nil {
+			last = err
+			continue
+		}
+		if i := strings.Index(string(msg.Data), `"leader":"`); i >= 0 {
+			rest := string(msg.Data)[i+len(`"leader":"`):]
+			if j := strings.IndexByte(rest, '"'); j > 0 {
+				return rest[:j], nil
+			}
+		}
+		last = errors.New("no meta leader in the JetStream report")
+	}
+	return "", fmt.Errorf("meta leader: %w", last)
+}
+
+// Redis is a redis-server the test owns.
+type Redis struct {
+	URL     string
+	Stop    func() // SIGTERM, waits for exit
+	Restart func() // starts it again on the same port
+}
+
+// StartRedis starts a real redis-server on a free loopback port (skips the
+// test when redis-server is not installed: .ci/install-deps installs it).
+func StartRedis(t testing.TB) *Redis {
+	t.Helper()
+	url, stop, restart := sinktest.StartRedis(t)
+	return &Redis{URL: url, Stop: stop, Restart: restart}
+}
+
+// FreePort returns a loopback TCP port nothing listens on right now.
+func FreePort(t testing.TB) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}

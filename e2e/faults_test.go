@@ -1,0 +1,302 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/gatehouse/gatehouse/broker"
+	"github.com/gatehouse/gatehouse/e2e/cluster"
+)
+
+// The fault tests run the scaled-out shape (three NATS nodes, brokers,
+// one writer, each its own process) under a steady load of effects from
+// several `gatehouse bench` processes, break one thing with kill -9 (or
+// stop Redis, or fill the journal's disk), and then check what must hold
+// after every fault (deployment.check): the writer catches up, every
+// decision an agent saw acknowledged as recorded is in the journal exactly
+// once, `gatehouse verify` passes, and the witness cosigns a checkpoint
+// taken through the running writer after the fault as consistent with one
+// taken under load before it (no process is paused for either).
+//
+// Faults are triggered by what the journal holds, not by time; -short only
+// lowers how much load must pass after a fault before the load stops.
+
+// afterFault is how many more decisions the load must make after a fault.
+func afterFault() int {
+	if testing.Short() {
+		return 100
+	}
+	return 400
+}
+
+// TestFaultKillBroker kills one of two brokers with SIGKILL under load:
+// its in-flight requests fail with a clear error (no reply in time), the
+// other broker takes the rest, and nothing decided is lost.
+func TestFaultKillBroker(t *testing.T) {
+	d := startDeployment(t, deployOpts{brokers: 2})
+	load := d.startLoad(t, 2, 3, "output")
+	d.waitDecisions(t, 200, "before the kill")
+	load.running(t)
+	d.witnessCheckpoint(t) // under load; the one after the fault must be consistent with it
+	if err := d.brokers[0].cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_ = d.brokers[0].cmd.Wait()
+	at := d.decisions(t)
+	d.waitDecisions(t, at+afterFault(), "after broker1 was killed")
+	load.running(t)
+	res, acked := load.stop(t)
+	for _, r := range res {
+		t.Logf("load: %d requests, %d recorded, errors %v", r.Gatehouse.Requests, r.Gatehouse.Acked, r.Gatehouse.Errors)
+		for code := range r.Gatehouse.Errors {
+			// A request the dead broker held gets no reply: TIMEOUT. The
+			// load's own SIGINT cancels what is in flight at the end.
+			if code != "TIMEOUT" && code != "NATS" {
+				t.Errorf("unexpected error code %s: %v", code, r.Gatehouse.Errors)
+			}
+		}
+	}
+	d.check(t, acked)
+}
+
+// TestFaultKillWriter kills the journal writer with SIGKILL under load and
+// restarts it: brokers keep deciding (JetStream, not the writer,
+// acknowledges), and every acknowledged decision appears exactly once.
+func TestFaultKillWriter(t *testing.T) {
+	d := startDeployment(t, deployOpts{brokers: 2})
+	load := d.startLoad(t, 2, 3, "output")
+	d.waitDecisions(t, 200, "before the kill")
+	load.running(t)
+	d.witnessCheckpoint(t) // under load; the one after the fault must be consistent with it
+	d.killWriter(t)
+	// Brokers keep deciding while the writer is down: the stream grows.
+	js := d.js(t)
+	lag0 := readLag(t, js).LastSeq
+	deadline := time.Now().Add(60 * time.Second)
+	for readLag(t, js).LastSeq < lag0+uint64(3*afterFault()) {
+		if time.Now().After(deadline) {
+			t.Fatal("brokers stopped recording while the writer was down")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	load.running(t)
+	d.startWriter(t)
+	at := d.decisions(t)
+	d.waitDecisions(t, at+afterFault(), "after the writer restarted")
+	_, acked := load.stop(t)
+	d.check(t, acked)
+}
+
+// TestFaultKillNATSNode kills the node leading the journal stream with
+// SIGKILL under load: clients reconnect to the other two, the stream
+// elects a new leader, the load continues and no acknowledged decision is
+// lost.
+func TestFaultKillNATSNode(t *testing.T) {
+	d := startDeployment(t, deployOpts{brokers: 2})
+	load := d.startLoad(t, 2, 3, "output")
+	d.waitDecisions(t, 200, "before the kill")
+	load.running(t)
+	d.witnessCheckpoint(t) // under load; the one after the fault must be consistent with it
+	js := d.js(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	s, err := js.Stream(ctx, "GATEHOUSE_JOURNAL")
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := s.Info(ctx)
+	if err != nil || info.Cluster == nil {
+		t.Fatalf("journal stream info: %v", err)
+	}
+	var victim *cluster.Node
+	for _, n := range d.nats.Nodes {
+		if n.Name == info.Cluster.Leader {
+			victim = n
+		}
+	}
+	if victim == nil {
+		t.Fatalf("journal stream leader %q is not one of the nodes", info.Cluster.Leader)
+	}
+	victim.Kill()
+	t.Logf("killed %s, the journal stream's leader", victim.Name)
+	at := d.decisions(t)
+	d.waitDecisions(t, at+afterFault(), "after a NATS node was killed")
+	load.running(t)
+	_, acked := load.stop(t)
+	d.check(t, acked)
+}
+
+// TestFaultRedisDown stops Redis under a load of memory effects (memories
+// on Redis): effects that need it fail closed, with a reason naming the
+// store, and are not performed; when Redis returns, work resumes without
+// restarting anything.
+func TestFaultRedisDown(t *testing.T) {
+	d := startDeployment(t, deployOpts{brokers: 2, redis: true})
+	load := d.startLoad(t, 2, 3, "memory")
+	d.waitDecisions(t, 200, "before Redis stopped")
+	load.running(t)
+	d.witnessCheckpoint(t) // under load; the one after the fault must be consistent with it
+	d.redis.Stop()
+
+	run := strings.TrimSpace(gh(t, "work", "open", "--nats-url", d.nats.URL(), "--tenant", "acme", "--person", "ada").stdout)
+	put := func() (broker.EffectReply, int) {
+		r := gh(t, "effect", "memory", "--nats-url", d.nats.URL(), "--run", run, "--action", "put",
+			"--params", `{"key":"k","value":1}`, "--json")
+		var rep broker.EffectReply
+		if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
+			t.Fatalf("effect reply: %v\n%s\n%s", err, r.stdout, r.stderr)
+		}
+		return rep, r.code
+	}
+	rep, code := put()
+	if code != 1 || rep.Error == nil || rep.Error.Code != broker.CodeEffectFailed ||
+		!strings.Contains(rep.Error.Message, "unavailable") || rep.Outcome == nil || rep.Outcome.Status != "failed" {
+		t.Fatalf("memory put with Redis down: exit %d %+v %+v", code, rep.Error, rep.Outcome)
+	}
+	t.Logf("with Redis down: %s", rep.Error.Message)
+
+	d.redis.Restart()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if rep, code = put(); code == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("memory put after Redis returned: exit %d %+v", code, rep.Error)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	at := d.decisions(t)
+	d.waitDecisions(t, at+afterFault(), "after Redis returned")
+	load.running(t)
+	res, acked := load.stop(t)
+	failed := 0
+	for _, r := range res {
+		failed += r.Gatehouse.Errors[string(broker.CodeEffectFailed)]
+	}
+	t.Logf("load: %d memory effects failed closed while Redis was down", failed)
+	d.check(t, acked)
+}
+
+// TestFaultFullDisk puts the journal on a small tmpfs and fills it under
+// load: the writer cannot write and says so, strict-mode brokers refuse
+// effects (JOURNAL_UNAVAILABLE) instead of piling up records with nowhere
+// to go; when space returns the writer repairs any partial line, catches
+// up, and effects are decided again. verify must pass: no partial line is
+// left that it cannot explain. Needs mount (root); a read-only folder
+// cannot stand in for it here, since root writes through file modes.
+func TestFaultFullDisk(t *testing.T) {
+	mnt := t.TempDir()
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", mnt).CombinedOutput(); err != nil {
+		t.Skipf("cannot mount a tmpfs to fill (%v: %s): the full-disk fault needs root and mount", err, out)
+	}
+	t.Cleanup(func() { _ = exec.Command("umount", "-l", mnt).Run() })
+	jdir := filepath.Join(mnt, "journal")
+	d := startDeployment(t, deployOpts{brokers: 2, jdir: jdir})
+	load := d.startLoad(t, 2, 3, "output")
+	d.waitDecisions(t, 200, "before the disk filled")
+	load.running(t)
+	d.witnessCheckpoint(t) // under load; the one after the fault must be consistent with it
+
+	// Work opened now; while the disk is full strict mode would refuse to
+	// open it too (its run.open cannot be recorded).
+	run := strings.TrimSpace(gh(t, "work", "open", "--nats-url", d.nats.URL(), "--tenant", "acme", "--person", "ada").stdout)
+
+	// Fill the disk: write until ENOSPC.
+	filler := filepath.Join(mnt, "filler")
+	f, err := os.Create(filler)
+	if err != nil {
+		t.Fatal(err)
+	}
+	chunk := make([]byte, 64<<10)
+	for {
+		if _, err := f.Write(chunk); err != nil {
+			break
+		}
+	}
+	f.Close()
+
+	// The writer reports it cannot write; strict brokers refuse.
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		r := waitHTTPAny(t, d.writerHTTP+"/readyz")
+		if strings.Contains(r, "not ready") {
+			t.Logf("writer: %s", strings.TrimSpace(r))
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the writer never reported the full disk:\n%s", tail(d.writerOut.String(), 3000))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	refused := false
+	deadline = time.Now().Add(30 * time.Second)
+	for !refused {
+		r := gh(t, "effect", "output", "--nats-url", d.nats.URL(), "--run", run, "--result", "1", "--json")
+		var rep broker.EffectReply
+		_ = json.Unmarshal([]byte(r.stdout), &rep)
+		if rep.Error != nil && rep.Error.Code == broker.CodeJournal && rep.Decision != nil && rep.Decision.Outcome == "refused" {
+			refused = true
+			t.Logf("strict mode with the journal's disk full: exit %d, %s", r.code, rep.Error.Message)
+			break
+		}
+		if run == "" || time.Now().After(deadline) {
+			t.Fatalf("strict mode did not refuse with the disk full (run %q): exit %d %s %s", run, r.code, r.stdout, r.stderr)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+
+	// The operator sees it in gatehouse status (exit 1, a finding).
+	st := gh(t, "status", "--nats-url", d.nats.URL())
+	if st.code != 1 || !strings.Contains(st.stdout, "FINDING: the journal writer cannot write") {
+		t.Fatalf("status with the disk full: exit %d\n%s%s", st.code, st.stdout, st.stderr)
+	}
+
+	if err := os.Remove(filler); err != nil {
+		t.Fatal(err)
+	}
+	waitHTTP(t, d.writerHTTP+"/readyz", 200)
+	at := d.decisions(t)
+	d.waitDecisions(t, at+afterFault(), "after space returned")
+	load.running(t)
+	res, acked := load.stop(t)
+	journalRefusals := 0
+	for _, r := range res {
+		journalRefusals += r.Gatehouse.Errors[string(broker.CodeJournal)]
+	}
+	t.Logf("load: %d effects refused with %s while the disk was full", journalRefusals, broker.CodeJournal)
+	d.check(t, acked)
+}
+
+// waitHTTPAny returns the body of one GET, whatever its status.
+func waitHTTPAny(t *testing.T, url string) string {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		return err.Error()
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return string(b)
+}
+
+func readLag(t *testing.T, js jetstream.JetStream) broker.JournalLag {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	l, err := broker.ReadJournalLag(ctx, js)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
