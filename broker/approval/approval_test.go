@@ -12,14 +12,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/redis/go-redis/v9"
 
 	. "github.com/gatehouse/gatehouse/broker/approval"
 	"github.com/gatehouse/gatehouse/broker/approval/approvalredis"
 	"github.com/gatehouse/gatehouse/broker/journal"
+	"github.com/gatehouse/gatehouse/broker/natstest"
 	"github.com/gatehouse/gatehouse/policy"
 	"github.com/gatehouse/gatehouse/sinks/sinktest"
 )
@@ -52,24 +50,7 @@ func (j *memJournal) count(t journal.Type) int {
 
 func kvStore(t testing.TB) Store {
 	t.Helper()
-	ns, err := server.NewServer(&server.Options{JetStream: true, StoreDir: t.TempDir(), DontListen: true, NoLog: true, NoSigs: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	go ns.Start()
-	t.Cleanup(ns.Shutdown)
-	if !ns.ReadyForConnections(10 * time.Second) {
-		t.Fatal("nats-server not ready")
-	}
-	nc, err := nats.Connect("", nats.InProcessServer(ns))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	js := natstest.JetStream(t)
 	s, err := NewKVStore(context.Background(), js, "approvals_test", 1)
 	if err != nil {
 		t.Fatal(err)

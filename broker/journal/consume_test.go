@@ -8,35 +8,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/gatehouse/gatehouse/broker/natstest"
 	"github.com/gatehouse/gatehouse/broker/subject"
 )
 
-func startNATS(t *testing.T) jetstream.JetStream {
-	t.Helper()
-	ns, err := server.NewServer(&server.Options{JetStream: true, StoreDir: t.TempDir(), DontListen: true, NoLog: true, NoSigs: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	go ns.Start()
-	t.Cleanup(ns.Shutdown)
-	if !ns.ReadyForConnections(10 * time.Second) {
-		t.Fatal("nats-server not ready")
-	}
-	nc, err := nats.Connect("", nats.InProcessServer(ns))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return js
-}
+func startNATS(t *testing.T) jetstream.JetStream { return natstest.JetStream(t) }
 
 func publish(t *testing.T, js jetstream.JetStream, msgID string, e Event) {
 	t.Helper()
