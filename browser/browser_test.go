@@ -24,6 +24,7 @@ import (
 	"github.com/gatehouse/gatehouse/broker/journal"
 	"github.com/gatehouse/gatehouse/browser"
 	"github.com/gatehouse/gatehouse/policy"
+	"github.com/gatehouse/gatehouse/sinks/artifact"
 	"github.com/gatehouse/gatehouse/sinks/sinktest"
 )
 
@@ -35,6 +36,11 @@ var (
 	siteB *httptest.Server // the other site; counts what it receives
 	other = &counter{hits: map[string]int{}}
 	own   = &counter{hits: map[string]int{}}
+	// ownCookie is the "who" cookie the last POST /own carried.
+	ownCookie atomic.Pointer[string]
+	// artifacts is the store screenshots go to, a folder for the binary.
+	artifacts   *artifact.DirStore
+	artifactDir string
 )
 
 // idleTimeout is on the test clock, which only TestIdleTimeout moves; the
@@ -45,7 +51,17 @@ func TestMain(m *testing.M) {
 	clock.t.Store(time.Date(2026, 7, 1, 12, 0, 0, 0, time.UTC).UnixNano())
 	siteB = httptest.NewServer(http.HandlerFunc(otherSite))
 	siteA = httptest.NewServer(http.HandlerFunc(ownSite))
-	pool = browser.New(browser.Config{IdleTimeout: idleTimeout, ActionTimeout: 10 * time.Second, Now: clock.Now})
+	var err error
+	if artifactDir, err = os.MkdirTemp("", "gatehouse-browser-artifacts-"); err == nil {
+		artifacts, err = artifact.OpenDir(artifactDir)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "artifact store:", err)
+		os.Exit(1)
+	}
+	roots := startTLSSites()
+	pool = browser.New(browser.Config{IdleTimeout: idleTimeout, ActionTimeout: 10 * time.Second, Now: clock.Now, TLSRoots: roots,
+		Artifacts: artifacts, ArtifactName: func(tenant, key string) string { return artifact.TenantDir(tenant) + "/" + key }})
 	pool.Bind(fwd)
 	code := m.Run()
 	if err := pool.Close(); err != nil {
@@ -54,14 +70,18 @@ func TestMain(m *testing.M) {
 	}
 	siteA.Close()
 	siteB.Close()
+	stopTLSSites()
+	_ = artifacts.Close()
+	_ = os.RemoveAll(artifactDir)
 	os.Exit(code)
 }
 
 // forwarder is the Decider the shared pool is bound to: the broker of the
 // test that is running.
 type forwarder struct {
-	mu  sync.Mutex
-	env *sinktest.Env
+	mu     sync.Mutex
+	env    *sinktest.Env
+	opened []string // runs the pool opened itself (the runtime's)
 }
 
 func (f *forwarder) set(env *sinktest.Env) { f.mu.Lock(); f.env = env; f.mu.Unlock() }
@@ -77,6 +97,18 @@ func (f *forwarder) Propose(ctx context.Context, sink policy.Sink, data []byte) 
 }
 
 func (f *forwarder) Mode() policy.Mode { return f.broker().Mode() }
+
+func (f *forwarder) Policy() *policy.Policy { return f.broker().Policy() }
+
+func (f *forwarder) Open(ctx context.Context, w *broker.OpenWork) (*broker.Run, error) {
+	r, err := f.broker().Open(ctx, w)
+	if err == nil {
+		f.mu.Lock()
+		f.opened = append(f.opened, r.ID)
+		f.mu.Unlock()
+	}
+	return r, err
+}
 
 type testClock struct{ t atomic.Int64 }
 
@@ -107,8 +139,12 @@ func otherSite(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusNoContent)
 		return
 	}
-	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+	if r.Method != http.MethodGet && r.Method != http.MethodHead || strings.HasPrefix(r.URL.Path, "/query") || strings.HasPrefix(r.URL.Path, "/secret/") || r.URL.Path == "/ws" {
 		other.add(r.URL.Path)
+	}
+	if r.URL.Path == "/ws" {
+		webSocket(w, r)
+		return
 	}
 	fmt.Fprintln(w, "received")
 }
@@ -117,7 +153,13 @@ func otherSite(w http.ResponseWriter, r *http.Request) {
 // cookie pages.
 func ownSite(w http.ResponseWriter, r *http.Request) {
 	own.add(r.URL.Path)
+	if c, err := r.Cookie("who"); err == nil && r.URL.Path == "/own" {
+		ownCookie.Store(&c.Value)
+	}
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	if backstopSite(w, r) {
+		return
+	}
 	switch {
 	case r.URL.Path == "/sends.html":
 		fmt.Fprintf(w, sendsPage, siteB.URL)
@@ -227,16 +269,22 @@ func try(t testing.TB, env *sinktest.Env, run, action string, p map[string]any) 
 	return r
 }
 
+// decided is a recorded decision and the effect it decided.
+type decided struct {
+	journal.Decision
+	Effect string
+}
+
 // decisions returns the run's recorded decisions for effect action.
-func decisions(t *testing.T, env *sinktest.Env, run, action string) []journal.Decision {
+func decisions(t *testing.T, env *sinktest.Env, run, action string) []decided {
 	t.Helper()
-	var out []journal.Decision
+	var out []decided
 	for _, ev := range env.Events(t, run) {
 		if ev.Type != journal.TypeDecision {
 			continue
 		}
-		var d journal.Decision
-		if err := json.Unmarshal(ev.Data, &d); err != nil {
+		d := decided{Effect: ev.Effect}
+		if err := json.Unmarshal(ev.Data, &d.Decision); err != nil {
 			t.Fatal(err)
 		}
 		if d.Action == action {
@@ -300,7 +348,7 @@ func TestSends(t *testing.T) {
 					run := openRun(t, env)
 					do(t, env, run, browser.ActionGoto, map[string]any{"url": pageURL("/sends.html")})
 					do(t, env, run, browser.ActionClick, map[string]any{"selector": "#" + k.button})
-					var sends []journal.Decision
+					var sends []decided
 					waitFor(t, "the send's decision", func() bool {
 						sends = decisions(t, env, run, browser.EffectSend)
 						return len(sends) > 0
@@ -331,7 +379,8 @@ func TestSends(t *testing.T) {
 						var res journal.Result
 						waitFor(t, "the send's outcome", func() bool {
 							for _, ev := range env.Events(t, run) {
-								if ev.Type == journal.TypeOutcome && json.Unmarshal(ev.Data, &res) == nil && res.Detail["method"] != "" {
+								res = journal.Result{}
+								if ev.Type == journal.TypeOutcome && ev.Effect == d.Effect && json.Unmarshal(ev.Data, &res) == nil {
 									return true
 								}
 							}
@@ -354,9 +403,15 @@ func TestSameSiteSend(t *testing.T) {
 	env := start(t, policy.ModeStrict, "")
 	run := openRun(t, env)
 	own.reset()
+	ownCookie.Store(nil)
+	do(t, env, run, browser.ActionGoto, map[string]any{"url": pageURL("/set-cookie?v=kept")})
 	do(t, env, run, browser.ActionGoto, map[string]any{"url": pageURL("/sends.html")})
 	do(t, env, run, browser.ActionClick, map[string]any{"selector": "#own"})
 	waitFor(t, "the same-site send to arrive", func() bool { return own.count("/own") > 0 })
+	// Released with the proxy's token, the send keeps the page's cookies.
+	if c := ownCookie.Load(); c == nil || *c != "kept" {
+		t.Fatalf("the released send carried cookie %v, want kept", c)
+	}
 	sends := decisions(t, env, run, browser.EffectSend)
 	if len(sends) != 1 || sends[0].Outcome != journal.OutcomeAllowed || sends[0].Refusal != "" || sends[0].Host != hostOf(siteA) {
 		t.Fatalf("same-site send decisions = %+v", sends)
@@ -417,7 +472,7 @@ func TestActions(t *testing.T) {
 	if r.Outcome.Size != int64(len(c.HTML)) || !strings.HasPrefix(r.Outcome.Digest, "sha256:") {
 		t.Fatalf("content outcome = %+v", r.Outcome)
 	}
-	r = do(t, env, run, browser.ActionScreenshot, nil)
+	r = do(t, env, run, browser.ActionScreenshot, map[string]any{"inline": true})
 	var s struct {
 		PNG string `json:"png_base64"`
 	}
@@ -505,8 +560,8 @@ func TestIdleTimeout(t *testing.T) {
 	env.Verify(t)
 }
 
-// TestUnavailable: without Chromium the sink refuses with the fix, and
-// Gatehouse keeps serving.
+// TestUnavailable: without Chromium the sink answers UNAVAILABLE with the
+// fix, nothing is decided, and Gatehouse keeps serving.
 func TestUnavailable(t *testing.T) {
 	p := browser.New(browser.Config{ExecutablePath: "/nonexistent/chromium"})
 	t.Cleanup(func() { _ = p.Close() })
@@ -515,7 +570,7 @@ func TestUnavailable(t *testing.T) {
 	run := env.Open(t, broker.OpenWork{Tenant: "acme", Person: "ada"})
 	for range 2 {
 		r := try(t, env, run, browser.ActionGoto, map[string]any{"url": pageURL("/")})
-		if r.Error == nil || r.Error.Code != broker.CodeEffectFailed || r.Outcome == nil || r.Outcome.Error != "browser-unavailable" ||
+		if r.Error == nil || r.Error.Code != broker.CodeUnavailable || r.Decision != nil ||
 			!strings.Contains(r.Error.Message, "bash .ci/install-deps") || !strings.Contains(r.Error.Message, "/nonexistent/chromium") {
 			t.Fatalf("goto without Chromium: %+v (error %v)", r, r.Error)
 		}

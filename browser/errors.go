@@ -21,6 +21,17 @@ var (
 	ErrAction = broker.NewOutcomeError("browser-action-failed", "the browser action failed")
 	// ErrTooLarge: the action's result does not fit in a reply.
 	ErrTooLarge = broker.NewOutcomeError("too-large", "the result is larger than a reply can carry")
+	// ErrRestarted: the browser went away (it crashed or was killed) since
+	// the run's last action; the run's context, pages, cookies and storage
+	// are gone. The next goto starts a new browser and context.
+	ErrRestarted = broker.NewOutcomeError("browser-restarted", "the browser restarted and this run's pages, cookies and storage are gone; goto a URL to start again")
+	// ErrNoArtifactStore: a screenshot was asked to be stored, but the pool
+	// has no artifact store (Config.Artifacts); ask with {"inline": true}.
+	ErrNoArtifactStore = broker.NewOutcomeError("no-artifact-store", `no artifact store is configured for screenshots; ask with {"inline": true} for the PNG in the reply`)
+	// ErrNotStored: the screenshot was taken, but its publish to the
+	// artifact store was refused, held or failed; the message it is
+	// wrapped with says which.
+	ErrNotStored = broker.NewOutcomeError("screenshot-not-stored", "the screenshot was not stored as an artifact")
 	// ErrClosed: the pool is closed.
 	ErrClosed = broker.NewOutcomeError("browser-closed", "the browser pool is closed")
 )

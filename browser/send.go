@@ -1,12 +1,17 @@
 package browser
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
+	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	"github.com/mxschmitt/playwright-go"
 
@@ -15,21 +20,47 @@ import (
 	"github.com/gatehouse/gatehouse/policy"
 )
 
-// send is one request carrying data out of a run's page, as the pool saw it.
-// It reaches Describe only through a context value under sendKey, which no
-// code outside this package can set: that is what keeps agents from
-// proposing sends.
+// send is one request leaving a run's browser that the pool decides: data
+// going out (a send), a GET carrying data in its query to another site, a
+// read of a target a scope names (decided as a navigate), a CONNECT to
+// another host, or the browser's own traffic. It reaches Describe only
+// through a context value under sendKey, which no code outside this package
+// can set: that is what keeps agents from proposing any of these.
 type send struct {
 	run      string
+	sess     *session // nil for the runtime's
+	action   string   // EffectSend, EffectNavigate, policy.BrowserConnect, policy.BrowserBackground
 	method   string
 	to       place
 	pageHost string
 	size     int64
 	digest   string // "" for no body
+	query    int    // bytes of the query, for a GET decided by its query
 
-	route    playwright.Route // strict: held until decided; nil when observed
+	via      sendVia
+	route    playwright.Route // routed: held until decided
+	held     bool             // proxy: held until decided
 	released atomic.Bool      // Perform let the held request go
+
+	// A connect: Perform runs the tunnel. For a ws:// tunnel, conn and br
+	// are the accepted CONNECT; for a wss:// handshake from inside an
+	// intercepted tunnel (secure), w and r are the inner request.
+	proxy     *proxy
+	authority string // the site's host:port
+	conn      net.Conn
+	br        *bufio.Reader
+	secure    bool
+	w         http.ResponseWriter
+	r         *http.Request
 }
+
+// sendVia says which of the pool's two eyes saw the request.
+type sendVia uint8
+
+const (
+	viaRoute sendVia = iota
+	viaProxy
+)
 
 type sendKey struct{}
 
@@ -44,7 +75,7 @@ type sendParams struct {
 }
 
 // carriesData reports whether a request of method is a send: anything but
-// GET, HEAD and OPTIONS. (Data in a GET's address is not decided yet.)
+// GET, HEAD and OPTIONS.
 func carriesData(method string) bool {
 	switch strings.ToUpper(method) {
 	case "GET", "HEAD", "OPTIONS":
@@ -53,18 +84,72 @@ func carriesData(method string) bool {
 	return true
 }
 
-// route is the strict-mode handler for every request of s's context. Plain
-// reads continue at once; a send is held until decided and aborted unless
-// Perform released it.
+// classify returns the send a request is decided as, nil for a plain read
+// that is neither decided nor recorded. Under pol: anything but GET, HEAD and
+// OPTIONS is a send; a GET to a host other than pageHost whose query is
+// longer than pol.Browser().MaxOffSiteQueryBytes is a send (the query's size
+// and digest recorded, never its text); a read of a target a scope names is
+// a navigate. The route handler and the proxy both classify with it, so a
+// request either sees is decided alike.
+func (p *Pool) classify(pol *policy.Policy, s *session, method, rawURL, pageHost string) *send {
+	method = strings.ToUpper(method)
+	to := hostPath(rawURL)
+	snd := &send{run: s.run, sess: s, action: EffectSend, method: method, to: to, pageHost: pageHost}
+	if carriesData(method) {
+		return snd
+	}
+	if method == "GET" && to.host != "" && !strings.EqualFold(to.host, pageHost) {
+		if q := rawQuery(rawURL); len(q) > pol.Browser().MaxOffSiteQueryBytes {
+			snd.query, snd.size, snd.digest = len(q), int64(len(q)), digest([]byte(q))
+			return snd
+		}
+	}
+	if pol.ScopedBrowserRead(policy.Effect{Sink: policy.SinkBrowser, Action: EffectNavigate, Method: "GET",
+		Host: to.host, Path: to.path, PageHost: pageHost, Target: to.target()}) {
+		snd.action, snd.method = EffectNavigate, "GET"
+		return snd
+	}
+	return nil
+}
+
+func rawQuery(rawURL string) string {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return ""
+	}
+	return u.RawQuery
+}
+
+// route is the handler for every request of s's context, installed in
+// strict mode and in report mode when a scope names a browser target. A
+// plain read continues at once. A request classify decides is held until
+// its decision: released with a one-time token the proxy honours (so it is
+// not decided twice), aborted otherwise.
 func (p *Pool) route(s *session) func(playwright.Route) {
 	return func(r playwright.Route) {
 		req := r.Request()
-		if !carriesData(req.Method()) {
+		d := p.boundDecider()
+		if d == nil {
+			_ = r.Abort("blockedbyclient")
+			return
+		}
+		if s.isAgentGoto(req.URL()) && req.IsNavigationRequest() {
+			p.continueDecided(s, r)
+			return
+		}
+		pageHost := framePageHost(req)
+		if pageHost == "" {
+			pageHost = s.pageHost()
+		}
+		snd := p.classify(d.Policy(), s, req.Method(), req.URL(), pageHost)
+		if snd == nil {
 			_ = r.Continue()
 			return
 		}
-		snd := p.newSend(s, req)
-		snd.route = r
+		if body, err := req.PostDataBuffer(); err == nil && len(body) > 0 {
+			snd.size, snd.digest = int64(len(body)), digest(body)
+		}
+		snd.via, snd.route = viaRoute, r
 		if p.enter() {
 			p.proposeSend(snd)
 			p.inflight.Done()
@@ -75,37 +160,23 @@ func (p *Pool) route(s *session) func(playwright.Route) {
 	}
 }
 
-// observe is the report-mode listener: sends have already left, and are
-// decided and recorded in the background so the page never waits.
-func (p *Pool) observe(s *session) func(playwright.Request) {
-	return func(req playwright.Request) {
-		if !carriesData(req.Method()) {
-			return
-		}
-		snd := p.newSend(s, req)
-		if !p.enter() {
-			return
-		}
-		go func() {
-			defer p.inflight.Done()
-			p.proposeSend(snd)
-		}()
-	}
+// continueDecided continues r, decided, so the proxy does not decide it
+// again.
+func (p *Pool) continueDecided(s *session, r playwright.Route) error {
+	return r.Continue(decidedOptions(s, r.Request()))
 }
 
-// newSend describes req. The page's host is that of the top-level page the
-// request comes from: its opener's while a popup is still about:blank, the
-// run's current page for requests without a frame (workers).
-func (p *Pool) newSend(s *session, req playwright.Request) *send {
-	snd := &send{run: s.run, method: strings.ToUpper(req.Method()), to: hostPath(req.URL())}
-	if body, err := req.PostDataBuffer(); err == nil && len(body) > 0 {
-		snd.size, snd.digest = int64(len(body)), digest(body)
+// decidedOptions continue a decided request with a fresh one-time token
+// the proxy strips and spends, so it is not decided again. An https request
+// gets one too: whenever routing is on (report or strict mode) the proxy
+// intercepts every TLS tunnel (mitm.go), so no token reaches a site.
+func decidedOptions(s *session, req playwright.Request) playwright.RouteContinueOptions {
+	if !strings.HasPrefix(req.URL(), "http:") && !strings.HasPrefix(req.URL(), "https:") {
+		return playwright.RouteContinueOptions{}
 	}
-	snd.pageHost = framePageHost(req)
-	if snd.pageHost == "" {
-		snd.pageHost = hostPath(s.currentURL()).host
-	}
-	return snd
+	h := req.Headers()
+	h[decidedHeader] = s.token()
+	return playwright.RouteContinueOptions{Headers: h}
 }
 
 // framePageHost is the host of the top-level page req's frame belongs to,
@@ -137,55 +208,78 @@ func framePageHost(req playwright.Request) (host string) {
 
 // proposeSend has the broker decide snd, record it and, when allowed, carry
 // it out through Perform. The caller has entered the pool. An unbound pool
-// decides nothing, and the send is aborted.
+// decides nothing, and a held send is aborted.
 func (p *Pool) proposeSend(snd *send) {
 	d := p.boundDecider()
 	if d == nil {
 		p.log.Error("send aborted: the browser pool is not bound to a broker", "run", snd.run)
 		return
 	}
+	p.propose(d, snd, p.cfg.SendTimeout)
+}
+
+// propose hands snd to d in process; timeout 0 bounds it only by the pool.
+func (p *Pool) propose(d Decider, snd *send, timeout time.Duration) *broker.EffectReply {
 	params, _ := json.Marshal(sendParams{Method: snd.method, URL: snd.to.target(), PageURL: snd.pageHost,
 		BodyDigest: snd.digest, BodySize: snd.size})
-	data, err := json.Marshal(broker.EffectRequest{Run: snd.run, Action: EffectSend, Params: params})
+	data, err := json.Marshal(broker.EffectRequest{Run: snd.run, Action: snd.action, Params: params})
 	if err != nil {
-		return
+		return &broker.EffectReply{Error: &broker.ErrorBody{Code: broker.CodeInternal}}
 	}
-	ctx, cancel := context.WithTimeout(p.base, p.cfg.SendTimeout)
+	ctx, cancel := p.base, context.CancelFunc(func() {})
+	if timeout > 0 {
+		ctx, cancel = context.WithTimeout(p.base, timeout)
+	}
 	defer cancel()
 	reply := d.Propose(context.WithValue(ctx, sendKey{}, snd), policy.SinkBrowser, data)
 	if reply.Error != nil && !snd.released.Load() {
-		p.log.Warn("send not decided", "run", snd.run, "host", snd.to.host, "err", reply.Error)
+		p.log.Warn("send not decided", "run", snd.run, "action", snd.action, "host", snd.to.host, "err", reply.Error)
 	}
+	return reply
 }
 
-// describeSend builds the effect of a send the pool proposed; any other
-// "send" (an agent's, over NATS) is a bad request and nothing is decided.
+// describeSend builds the effect of a request the pool proposed; a "send"
+// without one (an agent's, over NATS) is a bad request and nothing is
+// decided.
 func (p *Pool) describeSend(ctx context.Context, run *broker.Run, req *broker.EffectRequest) (*broker.Proposal, error) {
 	snd, ok := ctx.Value(sendKey{}).(*send)
-	if !ok || snd.run != run.ID {
+	if !ok || snd.run != run.ID || snd.action != req.Action {
 		return nil, fmt.Errorf("%w: %q is decided by the browser for the requests its pages make; an agent cannot propose it",
-			broker.ErrBadRequest, EffectSend)
+			broker.ErrBadRequest, clip(req.Action))
 	}
 	if err := broker.DecodeParams(req.Params, &sendParams{}); err != nil {
 		return nil, err
 	}
-	return &broker.Proposal{
-		Effect: policy.Effect{Sink: policy.SinkBrowser, Action: EffectSend, Method: snd.method,
-			Host: snd.to.host, Path: snd.to.path, PageHost: snd.pageHost, Target: snd.to.target()},
-		Size: snd.size, Digest: snd.digest, State: snd,
-	}, nil
+	e := policy.Effect{Sink: policy.SinkBrowser, Action: snd.action, Method: snd.method,
+		Host: snd.to.host, Path: snd.to.path, PageHost: snd.pageHost, Target: snd.to.target()}
+	switch {
+	case snd.action == policy.BrowserBackground:
+		e.Origin = policy.OriginRuntime
+	case snd.query > 0:
+		e.Values = map[string]string{policy.BrowserQueryBytes: strconv.Itoa(snd.query)}
+	}
+	return &broker.Proposal{Effect: e, Size: snd.size, Digest: snd.digest, State: snd}, nil
 }
 
 // perform releases a held send; an observed one has already left.
 func (snd *send) perform(prop *broker.Proposal) (*broker.Performed, error) {
+	if snd.action == policy.BrowserConnect {
+		return snd.performTunnel(prop)
+	}
 	detail := map[string]string{"method": snd.method, "page_host": snd.pageHost}
-	if snd.route == nil {
-		detail["observed"] = strconv.FormatBool(true)
-	} else {
-		if err := snd.route.Continue(); err != nil {
+	if snd.via == viaProxy {
+		detail["via"] = "proxy"
+	}
+	switch {
+	case snd.route != nil:
+		if err := snd.route.Continue(decidedOptions(snd.sess, snd.route.Request())); err != nil {
 			return nil, fmt.Errorf("%w: the page went away before the send was released: %v", ErrAction, err)
 		}
 		snd.released.Store(true)
+	case snd.held:
+		snd.released.Store(true) // the proxy forwards it when Propose returns
+	default:
+		detail["observed"] = strconv.FormatBool(true)
 	}
 	return &broker.Performed{Result: journal.Result{Status: "ok", Size: prop.Size, Digest: prop.Digest, Detail: detail}}, nil
 }

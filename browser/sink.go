@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/url"
 	"strconv"
@@ -29,6 +30,12 @@ const (
 	ActionContent    = "content"
 	ActionScreenshot = "screenshot"
 	ActionClose      = "close"
+	// ActionPages lists the run's pages: the one it started on and every
+	// popup opened since, by index.
+	ActionPages = "pages"
+	// ActionSwitch makes another of the run's pages (by index, from pages
+	// or an action's "opened") the one later actions act on.
+	ActionSwitch = "switch"
 )
 
 // Effect actions that differ from the agent's action names.
@@ -57,6 +64,8 @@ type action struct {
 	value    string
 	values   []string
 	key      string
+	page     int  // switch: the page's index
+	inline   bool // screenshot: the PNG in the reply, not stored
 }
 
 // The params of each action, decoded strictly (unknown fields refused).
@@ -79,22 +88,48 @@ type (
 		Selector string `json:"selector"`
 		Key      string `json:"key"`
 	}
+	switchParams struct {
+		Page *int `json:"page"`
+	}
+	screenshotParams struct {
+		Inline bool `json:"inline"`
+	}
 	noParams struct{}
 )
 
 // Describe implements broker.Sink. Agent actions are decoded from params; a
 // send is accepted only from the pool itself (see proposeSend).
 func (p *Pool) Describe(ctx context.Context, run *broker.Run, req *broker.EffectRequest) (*broker.Proposal, error) {
-	if req.Action == EffectSend {
+	if st, ok := ctx.Value(storeKey{}).(*stored); ok {
+		return p.describeStore(run, req, st)
+	}
+	if _, ok := ctx.Value(sendKey{}).(*send); ok || req.Action == EffectSend {
 		return p.describeSend(ctx, run, req)
 	}
 	a, err := decodeAction(req)
 	if err != nil {
 		return nil, err
 	}
+	if a.name == ActionScreenshot && !a.inline && p.cfg.Artifacts == nil {
+		return nil, fmt.Errorf("%w: %w", broker.ErrSinkUnavailable, ErrNoArtifactStore)
+	}
+	if a.name == ActionGoto && p.boundDecider() != nil && p.lookup(run.ID).needsBrowser() {
+		// Starting the browser is no effect; one that cannot start is
+		// reported before anything is decided.
+		if _, err := p.browser(); errors.Is(err, ErrUnavailable) {
+			return nil, fmt.Errorf("%w: %w", broker.ErrSinkUnavailable, err)
+		}
+	}
 	page := hostPath(p.lookup(run.ID).currentURL())
 	e := policy.Effect{Sink: policy.SinkBrowser, Action: a.name, Origin: req.Origin, Tool: req.Tool,
 		Target: page.target(), Host: page.host, PageHost: page.host, Path: page.path}
+	if a.name == ActionSwitch {
+		// The target is the page switched to.
+		if u, ok := p.lookup(run.ID).pageURL(a.page); ok {
+			to := hostPath(u)
+			e.Target, e.Host, e.Path = to.target(), to.host, to.path
+		}
+	}
 	if a.name == ActionGoto {
 		to := hostPath(a.url)
 		e.Action, e.Method, e.Target, e.Host, e.Path = EffectNavigate, "GET", to.target(), to.host, to.path
@@ -158,13 +193,30 @@ func decodeAction(req *broker.EffectRequest) (*action, error) {
 			return nil, bad("key must be 1 to %d bytes (\"Enter\", \"Control+A\")", maxKey)
 		}
 		a.selector, a.key = v.Selector, v.Key
-	case ActionContent, ActionScreenshot, ActionClose:
+	case ActionScreenshot:
+		var v screenshotParams
+		if err := broker.DecodeParams(req.Params, &v); err != nil {
+			return nil, err
+		}
+		a.inline = v.Inline
+		return a, nil
+	case ActionContent, ActionClose, ActionPages:
 		if err := broker.DecodeParams(req.Params, &noParams{}); err != nil {
 			return nil, err
 		}
 		return a, nil
+	case ActionSwitch:
+		var v switchParams
+		if err := broker.DecodeParams(req.Params, &v); err != nil {
+			return nil, err
+		}
+		if v.Page == nil || *v.Page < 0 || *v.Page >= maxPages {
+			return nil, bad("page must be an index from 0 to %d (see the pages action)", maxPages-1)
+		}
+		a.page = *v.Page
+		return a, nil
 	default:
-		return nil, fmt.Errorf("%w: the browser sink's actions are goto, click, fill, select, press, text, content, screenshot and close, not %q",
+		return nil, fmt.Errorf("%w: the browser sink's actions are goto, click, fill, select, press, text, content, screenshot, pages, switch and close, not %q",
 			broker.ErrBadRequest, clip(req.Action))
 	}
 	if req.Action != ActionGoto && (a.selector == "" || len(a.selector) > maxSelector) {
@@ -178,13 +230,16 @@ func (p *Pool) Perform(ctx context.Context, run *broker.Run, req *broker.EffectR
 	switch st := prop.State.(type) {
 	case *send:
 		return st.perform(prop)
+	case *stored:
+		return st.perform(ctx, p.cfg.Artifacts)
 	case *action:
-		return p.perform(run.ID, st)
+		return p.perform(ctx, run, req, st)
 	}
 	return nil, fmt.Errorf("browser: proposal state %T", prop.State)
 }
 
-func (p *Pool) perform(run string, a *action) (*broker.Performed, error) {
+func (p *Pool) perform(ctx context.Context, r *broker.Run, req *broker.EffectRequest, a *action) (*broker.Performed, error) {
+	run := r.ID
 	if a.name == ActionClose {
 		open := p.lookup(run) != nil
 		p.CloseRun(run)
@@ -214,12 +269,30 @@ func (p *Pool) perform(run string, a *action) (*broker.Performed, error) {
 	if err != nil {
 		return nil, err
 	}
+	if s.crashed() {
+		p.CloseRun(run)
+		return nil, ErrRestarted
+	}
+	switch a.name {
+	case ActionPages:
+		return reply(map[string]any{"pages": s.listPages(), "current": s.currentIndex()}, nil)
+	case ActionSwitch:
+		pg, err := s.switchTo(a.page)
+		if err != nil {
+			return nil, err
+		}
+		s.setURL(pg.URL())
+		return reply(map[string]any{"page": a.page, "url": pg.URL()}, nil)
+	}
+	before := s.pageCount()
 	defer func() { s.setURL(page.URL()) }()
 
 	failed := func(err error) error { return fmt.Errorf("%w: %s: %v", ErrAction, a.name, err) }
 	switch a.name {
 	case ActionGoto:
+		s.startGoto(a.url)
 		resp, err := page.Goto(a.url)
+		s.endGoto()
 		if err != nil {
 			return nil, failed(err)
 		}
@@ -254,12 +327,20 @@ func (p *Pool) perform(run string, a *action) (*broker.Performed, error) {
 		if err != nil {
 			return nil, failed(err)
 		}
-		return content(map[string]any{"png_base64": base64.StdEncoding.EncodeToString(png)}, string(png))
+		if !a.inline {
+			return p.storeScreenshot(ctx, r, req, png)
+		}
+		return content(map[string]any{"png_base64": base64.StdEncoding.EncodeToString(png),
+			"size": len(png), "digest": digest(png)}, string(png))
 	}
 	if err != nil {
 		return nil, failed(err)
 	}
-	return reply(map[string]any{"url": page.URL()}, nil)
+	out := map[string]any{"url": page.URL()}
+	if opened := s.pagesSince(before); len(opened) > 0 {
+		out["opened"] = opened
+	}
+	return reply(out, nil)
 }
 
 // reply is a result without content of its own.

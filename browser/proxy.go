@@ -1,0 +1,604 @@
+package browser
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/gatehouse/gatehouse/broker"
+	"github.com/gatehouse/gatehouse/broker/journal"
+	"github.com/gatehouse/gatehouse/policy"
+)
+
+// The forward proxy: the backstop for what Playwright's routing never sees.
+//
+// Every BrowserContext the pool makes is given its own proxy listener on
+// loopback (BrowserNewContextOptions.Proxy), so a request arriving on a
+// listener is that run's, whatever made it: a page, a frame that removed
+// itself, a dedicated or shared worker, a beacon fired while the page
+// unloads or after page.Close, a redirect re-sending a body. Chromium itself
+// is launched with one more listener, the runtime's: what arrives there
+// belongs to no context (update checks, safe browsing and the like).
+// Playwright sends loopback through the proxy too (it adds
+// --proxy-bypass-list=<-loopback>), so test sites on 127.0.0.1 are seen.
+//
+// One decision per request. The route handler (strict mode, or report mode
+// when a scope names a browser target) decides what it sees with the page
+// context it has, and continues every request it decided with a one-time
+// token in decidedHeader; the proxy strips the header and passes a request
+// whose token it finds unused, without deciding it again. A request without
+// a valid token (routing never saw it, or a page forged the header, or a
+// 307 re-sent a decided body elsewhere: tokens are spent on first use) is
+// decided by the proxy under the same rules, with the run's current
+// top-level page as its page host. In report mode without a scope naming a
+// browser target nothing is routed and the proxy alone observes: sends go
+// out at once and are recorded in the background (observed=true).
+//
+// CONNECT (HTTPS, WebSocket): in report and strict mode a tunnel that
+// starts with a TLS handshake is intercepted and the requests inside are
+// decided one by one, as above (mitm.go). Any other tunnel (a ws://
+// WebSocket) is decided by host: to the page's own host, or to a host the
+// agent navigated to, it is a plain read; to any other host it is a
+// "connect" effect, refused in strict mode (browser-send-off-site) unless
+// an effects allow rule names the host, whose outcome, recorded when the
+// tunnel closes, counts and digests the frames the page sent. A wss://
+// handshake inside an intercepted tunnel is decided the same way. Mode off
+// tunnels blind.
+//
+// The runtime's listener refuses everything (403, and CONNECT too). Each
+// request is recorded, in report and strict mode, under a run of its own:
+// the pool opens work for tenant RuntimeTenant, person RuntimePerson, and
+// proposes Effect{Action: "background", Origin: runtime}, which the policy
+// refuses in every mode (browser-background). So the journal names the
+// runtime, never an agent's run, as the one that asked.
+const (
+	decidedHeader = "X-Gatehouse-Decided"
+	// maxHeldBody bounds a body the proxy holds to digest it; a larger one
+	// that needs deciding is refused (413) without leaving.
+	maxHeldBody = 32 << 20
+	// RuntimeTenant and RuntimePerson name the run the browser's own
+	// traffic is recorded under.
+	RuntimeTenant = "gatehouse"
+	RuntimePerson = "browser-runtime"
+)
+
+// proxy is one listener: a run's (s set) or the runtime's (s nil). Its
+// goroutines (the server, its handlers, tunnels) end at close.
+type proxy struct {
+	pool *Pool
+	s    *session
+	ln   net.Listener
+	srv  *http.Server
+	fwd  *httputil.ReverseProxy
+	tr   *http.Transport
+	// inner serves the requests inside the tunnels it intercepts
+	// (mitm.go); innerLn hands it their connections.
+	inner   *http.Server
+	innerLn *connListener
+
+	mu      sync.Mutex
+	tunnels map[net.Conn]struct{}
+	closed  bool
+	wg      sync.WaitGroup // Serve and the tunnels
+}
+
+func (p *Pool) newProxy(s *session) (*proxy, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, fmt.Errorf("%w: the browser's proxy cannot listen: %v", ErrUnavailable, err)
+	}
+	px := &proxy{pool: p, s: s, ln: ln, tunnels: map[net.Conn]struct{}{}}
+	px.tr = &http.Transport{
+		Proxy: nil, DialContext: px.dial, DisableCompression: true,
+		MaxIdleConnsPerHost: 16, IdleConnTimeout: 30 * time.Second, TLSHandshakeTimeout: 10 * time.Second,
+		TLSClientConfig: p.ic.upstreamTLS(""),
+	}
+	px.fwd = &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			pr.Out.URL = pr.In.URL
+			pr.Out.Host = pr.In.Host
+			pr.Out.Header.Del(decidedHeader)
+		},
+		Transport:     px.tr,
+		FlushInterval: -1,
+		ErrorLog:      slog.NewLogLogger(p.log.Handler(), slog.LevelDebug),
+		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			// The query is never logged: the host only, and why.
+			p.log.Debug("the browser's proxy could not reach a site", "host", r.URL.Host, "err", err)
+			http.Error(w, "gatehouse: the site could not be reached, or its certificate did not verify", http.StatusBadGateway)
+		},
+	}
+	px.srv = &http.Server{Handler: px, ReadHeaderTimeout: 30 * time.Second,
+		ErrorLog: slog.NewLogLogger(p.log.Handler(), slog.LevelDebug)}
+	px.inner, px.innerLn = px.newInner(p.log), newConnListener(ln.Addr())
+	px.wg.Add(2)
+	go func() {
+		defer px.wg.Done()
+		_ = px.srv.Serve(ln)
+	}()
+	go func() {
+		defer px.wg.Done()
+		_ = px.inner.Serve(px.innerLn)
+	}()
+	return px, nil
+}
+
+// url is what Chromium is given.
+func (px *proxy) url() string { return "http://" + px.ln.Addr().String() }
+
+// close stops the listener, its connections and tunnels, and waits for them.
+func (px *proxy) close() {
+	px.mu.Lock()
+	px.closed = true
+	for c := range px.tunnels {
+		_ = c.Close()
+	}
+	px.mu.Unlock()
+	_ = px.srv.Close()
+	_ = px.inner.Close()
+	px.tr.CloseIdleConnections()
+	px.wg.Wait()
+}
+
+// dial opens the proxy's outbound connections: only for requests that were
+// decided (or are plain reads, which are not decided).
+func (px *proxy) dial(ctx context.Context, network, addr string) (net.Conn, error) {
+	d := net.Dialer{Timeout: 15 * time.Second}
+	return d.DialContext(ctx, network, addr)
+}
+
+func (px *proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method == http.MethodConnect {
+		px.connect(w, r)
+		return
+	}
+	px.serveRequest(w, r)
+}
+
+// serveRequest decides one request with an absolute URL: a plain http one,
+// or one from inside an intercepted tunnel.
+func (px *proxy) serveRequest(w http.ResponseWriter, r *http.Request) {
+	if !r.URL.IsAbs() || r.URL.Host == "" || (r.URL.Scheme != "http" && r.URL.Scheme != "https") {
+		http.Error(w, "gatehouse: this is the browser's proxy", http.StatusBadRequest)
+		return
+	}
+	if px.s == nil || browserService(hostPath(r.URL.String()).host) {
+		px.background(w, r, r.Method, r.URL.String())
+		return
+	}
+	token := r.Header.Get(decidedHeader)
+	r.Header.Del(decidedHeader)
+	d := px.pool.boundDecider()
+	if d == nil {
+		http.Error(w, "gatehouse: not bound", http.StatusForbidden)
+		return
+	}
+	mode := d.Mode()
+	if mode == policy.ModeOff || (token != "" && px.s.spend(token)) || px.s.isAgentGoto(r.URL.String()) {
+		px.fwd.ServeHTTP(w, r)
+		return
+	}
+	snd := px.pool.classify(d.Policy(), px.s, r.Method, r.URL.String(), px.s.pageHost())
+	if snd == nil {
+		px.fwd.ServeHTTP(w, r)
+		return
+	}
+	snd.via = viaProxy
+	if r.Body != nil && r.Body != http.NoBody {
+		body, err := io.ReadAll(io.LimitReader(r.Body, maxHeldBody+1))
+		if err != nil {
+			http.Error(w, "gatehouse: body not read", http.StatusBadRequest)
+			return
+		}
+		if len(body) > maxHeldBody {
+			px.pool.log.Warn("send refused: body too large to decide", "run", px.s.run, "host", snd.to.host)
+			http.Error(w, "gatehouse: the body is too large to decide", http.StatusRequestEntityTooLarge)
+			return
+		}
+		if len(body) > 0 {
+			snd.size, snd.digest = int64(len(body)), digest(body)
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+	}
+	if mode == policy.ModeReport && snd.action == EffectSend && !px.pool.scopesIntercept(d) {
+		// Observed: out at once, recorded in the background.
+		if px.pool.enter() {
+			go func() {
+				defer px.pool.inflight.Done()
+				px.pool.proposeSend(snd)
+			}()
+		}
+		px.fwd.ServeHTTP(w, r)
+		return
+	}
+	snd.held = true
+	if px.pool.enter() {
+		px.pool.proposeSend(snd)
+		px.pool.inflight.Done()
+	}
+	if !snd.released.Load() {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		w.WriteHeader(http.StatusForbidden)
+		fmt.Fprintln(w, "gatehouse: refused")
+		return
+	}
+	px.fwd.ServeHTTP(w, r)
+}
+
+// background refuses a request of the browser's own and records it under
+// the runtime's run, in the background.
+func (px *proxy) background(w http.ResponseWriter, _ *http.Request, method, rawURL string) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.WriteHeader(http.StatusForbidden)
+	fmt.Fprintln(w, "gatehouse: the browser's own traffic is refused")
+	d := px.pool.boundDecider()
+	if d == nil || d.Mode() == policy.ModeOff || !px.pool.enter() {
+		return
+	}
+	snd := &send{action: policy.BrowserBackground, method: strings.ToUpper(method), to: hostPath(rawURL), via: viaProxy}
+	if method == http.MethodConnect {
+		snd.to = place{host: tunnelHost(rawURL), path: "/"}
+	}
+	go func() {
+		defer px.pool.inflight.Done()
+		px.pool.proposeBackground(d, snd)
+	}()
+}
+
+// connect answers a CONNECT. Mode off tunnels it blind. Otherwise a tunnel
+// that starts with a TLS handshake is intercepted (mitm.go) and the
+// requests inside are decided one by one; any other tunnel (a ws://
+// WebSocket) to a host other than the page's or one the agent navigated to
+// is a connect effect, and is closed unless allowed.
+func (px *proxy) connect(w http.ResponseWriter, r *http.Request) {
+	if px.s == nil || browserService(tunnelHost(r.Host)) {
+		px.background(w, r, http.MethodConnect, r.Host)
+		return
+	}
+	d := px.pool.boundDecider()
+	if d == nil {
+		http.Error(w, "gatehouse: not bound", http.StatusForbidden)
+		return
+	}
+	if d.Mode() == policy.ModeOff {
+		px.tunnel(w, r, nil)
+		return
+	}
+	conn, br, ok := px.accept(w)
+	if !ok {
+		return
+	}
+	first, err := br.Peek(1)
+	if err != nil {
+		px.untrack(conn)
+		return
+	}
+	if first[0] == tlsRecordHandshake {
+		px.release(conn)
+		px.intercept(conn, br, r.Host)
+		return
+	}
+	host := tunnelHost(r.Host)
+	page := px.s.pageHost()
+	if host == page || px.s.navigated(host) {
+		px.pipe(conn, br, r.Host, nil)
+		return
+	}
+	snd := &send{run: px.s.run, sess: px.s, action: policy.BrowserConnect, method: http.MethodConnect,
+		to: place{host: host, path: "/"}, pageHost: page, via: viaProxy, held: true, proxy: px,
+		conn: conn, br: br, authority: r.Host}
+	if px.pool.enter() {
+		px.pool.proposeTunnel(snd)
+		px.pool.inflight.Done()
+	}
+	if !snd.released.Load() {
+		px.untrack(conn) // the page sees the tunnel close
+	}
+}
+
+// browserServiceHosts are the hosts of Chromium's own services (autofill,
+// updates, safe browsing, optimization hints, network time). Chromium sends
+// some of them through a context's proxy too, since the context's profile
+// makes them; a request to one of them, on any listener, is the runtime's,
+// refused and recorded as such. This is a list, so a service Chromium adds
+// later is taken for the run's traffic when it comes through a context's
+// listener: its reads pass like a page's, its sends are decided as the
+// run's.
+var browserServiceHosts = []string{
+	"content-autofill.googleapis.com", "update.googleapis.com", "safebrowsing.googleapis.com",
+	"sb-ssl.google.com", "optimizationguide-pa.googleapis.com", "clientservices.googleapis.com",
+	"clients1.google.com", "clients2.google.com", "clients3.google.com", "clients4.google.com",
+	"accounts.google.com", "redirector.gvt1.com", "edgedl.me.gvt1.com", "dl.google.com",
+	"android.clients.google.com", "passwordsleakcheck-pa.googleapis.com", "chromesyncpasswords-pa.googleapis.com",
+}
+
+func browserService(host string) bool {
+	h, _, _ := strings.Cut(host, ":")
+	for _, s := range browserServiceHosts {
+		if h == s {
+			return true
+		}
+	}
+	return false
+}
+
+// tunnelHost is a CONNECT authority as effects name hosts: lower case,
+// without :443 or :80 (a tunnel may be HTTPS or a ws:// WebSocket).
+func tunnelHost(authority string) string {
+	h := strings.ToLower(authority)
+	h = strings.TrimSuffix(h, ":443")
+	return strings.TrimSuffix(h, ":80")
+}
+
+// tunnelStats is what a tunnel carried from the page.
+type tunnelStats struct {
+	bytes     int64
+	websocket bool
+	path      string
+	frames    int64
+	payload   int64
+	digest    string
+}
+
+// tunnel answers 200 and pipes until either side closes, the session ends
+// or the proxy closes (mode off: a blind tunnel). When st is set it fills
+// it: the bytes the page sent and, for a ws:// handshake, the frames and
+// their digest.
+func (px *proxy) tunnel(w http.ResponseWriter, r *http.Request, st *tunnelStats) {
+	conn, br, ok := px.accept(w)
+	if !ok {
+		return
+	}
+	px.pipe(conn, br, r.Host, st)
+}
+
+// accept hijacks a CONNECT, answers 200 and tracks the connection; pair a
+// true return with untrack, release or pipe.
+func (px *proxy) accept(w http.ResponseWriter) (net.Conn, *bufio.Reader, bool) {
+	conn, brw, err := http.NewResponseController(w).Hijack()
+	if err != nil {
+		return nil, nil, false
+	}
+	if !px.track(conn) {
+		return nil, nil, false
+	}
+	if _, err := io.WriteString(conn, "HTTP/1.1 200 Connection Established\r\n\r\n"); err != nil {
+		px.untrack(conn)
+		return nil, nil, false
+	}
+	return conn, brw.Reader, true
+}
+
+// pipe connects an accepted tunnel to authority and copies both ways until
+// either side closes; it untracks conn.
+func (px *proxy) pipe(conn net.Conn, br *bufio.Reader, authority string, st *tunnelStats) {
+	up, err := px.dial(context.Background(), "tcp", authority)
+	if err != nil || !px.also(up) {
+		if up != nil {
+			_ = up.Close()
+		}
+		px.untrack(conn)
+		return
+	}
+	defer px.untrack(conn, up)
+	if st == nil {
+		st = &tunnelStats{}
+	}
+	done := make(chan struct{})
+	go func() {
+		_, _ = io.Copy(conn, up)
+		_ = conn.Close()
+		close(done)
+	}()
+	pageSide(br, up, st)
+	_ = up.Close()
+	<-done
+}
+
+// pageSide copies what the page sends into up, counting it; a ws://
+// handshake is read first so the frames after it can be counted.
+func pageSide(br *bufio.Reader, up net.Conn, st *tunnelStats) {
+	count := &countWriter{w: up}
+	defer func() { st.bytes = count.n }()
+	if head, err := br.Peek(4); err == nil && string(head) == "GET " {
+		raw, req, err := readHead(br)
+		if err == nil && strings.EqualFold(req.Header.Get("Upgrade"), "websocket") {
+			st.websocket, st.path = true, hostPath("http://x"+req.URL.EscapedPath()).path
+		}
+		if _, err := count.Write(raw); err != nil || !st.websocket {
+			_, _ = io.Copy(count, br)
+			return
+		}
+		copyFrames(br, count, st)
+		return
+	}
+	_, _ = io.Copy(count, br)
+}
+
+// copyFrames copies a WebSocket's frames from the page into count, counting
+// and digesting them into st.
+func copyFrames(br io.Reader, count *countWriter, st *tunnelStats) {
+	pr, pw := io.Pipe()
+	res := make(chan wsStats, 1)
+	go func() {
+		s, _ := countFrames(pr)
+		_, _ = io.Copy(io.Discard, pr)
+		res <- s
+	}()
+	_, _ = io.Copy(io.MultiWriter(count, pw), br)
+	_ = pw.Close()
+	s := <-res
+	st.frames, st.payload, st.digest = s.frames, s.bytes, s.digest
+}
+
+// readHead reads one HTTP request head (at most 64 KiB) and returns its raw
+// bytes with the parsed request.
+func readHead(br *bufio.Reader) ([]byte, *http.Request, error) {
+	var raw []byte
+	for len(raw) < 64<<10 {
+		line, err := br.ReadSlice('\n')
+		raw = append(raw, line...)
+		if err != nil {
+			return raw, nil, err
+		}
+		if len(line) <= 2 && strings.TrimRight(string(line), "\r\n") == "" {
+			req, err := http.ReadRequest(bufio.NewReader(bytes.NewReader(raw)))
+			return raw, req, err
+		}
+	}
+	return raw, nil, errors.New("request head too large")
+}
+
+type countWriter struct {
+	w io.Writer
+	n int64
+}
+
+func (c *countWriter) Write(b []byte) (int, error) {
+	n, err := c.w.Write(b)
+	c.n += int64(n)
+	return n, err
+}
+
+func (px *proxy) track(cs ...net.Conn) bool {
+	px.mu.Lock()
+	defer px.mu.Unlock()
+	if px.closed {
+		for _, c := range cs {
+			_ = c.Close()
+		}
+		return false
+	}
+	for _, c := range cs {
+		px.tunnels[c] = struct{}{}
+	}
+	px.wg.Add(1)
+	return true
+}
+
+// also tracks one more connection of a tracked tunnel; false (c closed)
+// once the proxy closes.
+func (px *proxy) also(c net.Conn) bool {
+	px.mu.Lock()
+	defer px.mu.Unlock()
+	if px.closed {
+		_ = c.Close()
+		return false
+	}
+	px.tunnels[c] = struct{}{}
+	return true
+}
+
+// release stops tracking an accepted connection without closing it: its
+// new owner (the inner server) closes it.
+func (px *proxy) release(c net.Conn) {
+	px.mu.Lock()
+	delete(px.tunnels, c)
+	px.mu.Unlock()
+	px.wg.Done()
+}
+
+func (px *proxy) untrack(cs ...net.Conn) {
+	px.mu.Lock()
+	for _, c := range cs {
+		delete(px.tunnels, c)
+		_ = c.Close()
+	}
+	px.mu.Unlock()
+	px.wg.Done()
+}
+
+// newToken returns a one-time token for a request the route handler decided.
+func newToken() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// scopesIntercept reports whether a scope names a browser target, so even
+// report mode holds requests until decided.
+func (p *Pool) scopesIntercept(d Decider) bool {
+	return d.Policy().ScopesNameBrowserTargets()
+}
+
+// proposeBackground records one request of the browser's own under the
+// runtime's run, opening it on first use (again if the broker lost it).
+func (p *Pool) proposeBackground(d Decider, snd *send) {
+	for attempt := 0; attempt < 2; attempt++ {
+		run, err := p.runtimeRun(d)
+		if err != nil {
+			p.log.Error("the browser's own request not recorded: no runtime run", "host", snd.to.host, "err", err)
+			return
+		}
+		snd.run = run
+		reply := p.propose(d, snd, p.cfg.SendTimeout)
+		if reply.Error == nil || (reply.Error.Code != broker.CodeUnknownRun && reply.Error.Code != broker.CodeRunClosed) {
+			return
+		}
+		p.runtimeMu.Lock()
+		if p.runtime == run {
+			p.runtime = ""
+		}
+		p.runtimeMu.Unlock()
+	}
+}
+
+func (p *Pool) runtimeRun(d Decider) (string, error) {
+	p.runtimeMu.Lock()
+	defer p.runtimeMu.Unlock()
+	if p.runtime != "" {
+		return p.runtime, nil
+	}
+	ctx, cancel := context.WithTimeout(p.base, p.cfg.SendTimeout)
+	defer cancel()
+	r, err := d.Open(ctx, &broker.OpenWork{Tenant: RuntimeTenant, Person: RuntimePerson})
+	if err != nil {
+		return "", err
+	}
+	p.runtime = r.ID
+	return r.ID, nil
+}
+
+// proposeTunnel decides a CONNECT; Perform (performTunnel) runs the tunnel
+// and returns when it closes, so the outcome records what the page sent
+// through it. It is not bounded by SendTimeout, only by the pool.
+func (p *Pool) proposeTunnel(snd *send) {
+	d := p.boundDecider()
+	if d == nil {
+		return
+	}
+	p.propose(d, snd, 0)
+}
+
+// performTunnel is Perform for an allowed CONNECT.
+func (snd *send) performTunnel(prop *broker.Proposal) (*broker.Performed, error) {
+	snd.released.Store(true)
+	st := &tunnelStats{}
+	if snd.secure {
+		snd.proxy.webSocket(snd.w, snd.r, snd.authority, st)
+	} else {
+		snd.proxy.pipe(snd.conn, snd.br, snd.authority, st)
+	}
+	detail := map[string]string{"method": snd.method, "page_host": snd.pageHost,
+		"sent_bytes": strconv.FormatInt(st.bytes, 10)}
+	res := journal.Result{Status: "ok", Size: st.bytes, Detail: detail}
+	if st.websocket {
+		detail["websocket"], detail["path"] = "true", st.path
+		detail["frames"] = strconv.FormatInt(st.frames, 10)
+		res.Size, res.Digest = st.payload, st.digest
+	}
+	return &broker.Performed{Result: res}, nil
+}
