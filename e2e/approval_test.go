@@ -156,7 +156,7 @@ func TestApprovalsThroughServe(t *testing.T) {
 
 	// Held, in the queue, approved, runs once.
 	held, code := call("100.00")
-	if code != 1 || held.Error == nil || held.Error.Code != broker.CodeApprovalRequired || held.Decision.Approval == "" {
+	if code != 3 || held.Error == nil || held.Error.Code != broker.CodeApprovalRequired || held.Decision.Approval == "" {
 		t.Fatalf("gated payment: exit %d %+v %+v", code, held.Decision, held.Error)
 	}
 	id := held.Decision.Approval
@@ -179,7 +179,7 @@ func TestApprovalsThroughServe(t *testing.T) {
 	if code != 0 || ran.Outcome == nil || ran.Outcome.Status != "ok" || ran.Decision.Approval != id {
 		t.Fatalf("approved payment: exit %d %+v %+v %+v", code, ran.Decision, ran.Outcome, ran.Error)
 	}
-	if again, code := call("100.00"); code != 1 || again.Error.Code != broker.CodeApprovalRequired || again.Decision.Approval == id {
+	if again, code := call("100.00"); code != 3 || again.Error.Code != broker.CodeApprovalRequired || again.Decision.Approval == id {
 		t.Fatalf("ran twice under one approval: exit %d %+v", code, again.Decision)
 	}
 	if p := b.paid(); len(p) != 1 || p[id] != "100.00" {

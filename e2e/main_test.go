@@ -34,6 +34,7 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	code := m.Run()
+	closeChromium() // the dashboard tests' shared browser
 	os.RemoveAll(dir)
 	os.Exit(code)
 }

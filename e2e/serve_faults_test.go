@@ -154,7 +154,7 @@ func TestApprovalsPendingShown(t *testing.T) {
 
 	run := strings.TrimSpace(gh(t, "work", "open", "--data-dir", data, "--tenant", "acme", "--person", "ada").stdout)
 	held, code := callProvider(t, run, bankPayment("100.00"), "--data-dir", data)
-	if code != 1 || held.Error == nil || held.Error.Code != broker.CodeApprovalRequired {
+	if code != 3 || held.Error == nil || held.Error.Code != broker.CodeApprovalRequired {
 		t.Fatalf("gated payment: exit %d %+v", code, held.Error)
 	}
 	waitPending("1")

@@ -4,8 +4,11 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"net/http/cookiejar"
+	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -80,8 +83,13 @@ func TestServeAsAUserWould(t *testing.T) {
 		t.Fatalf("effect on closed run: %d %q", r.code, r.stderr)
 	}
 
+	// A new user opens the first-run link serve printed, creates the admin,
+	// and lands on the status page, which says strict mode.
+	if st := firstRun(t, s); !strings.Contains(st, `<td data-testid="mode">strict</td>`) || !strings.Contains(st, "rules.yaml") || strings.Contains(st, "could not be read") {
+		t.Fatalf("the status page after setup does not show the mode and policy:\n%s", st)
+	}
 	for _, tc := range []struct{ path, want string }{
-		{"/", "strict"},
+		{"/api/status", `"Mode":"strict"`},
 		{"/healthz", "ok"},
 		{"/readyz", "ready"},
 		{"/metrics", `gatehouse_decisions_total{enforced="true",outcome="refused",rule="no-leaks",sink="output"} 1`},
@@ -126,6 +134,57 @@ func TestServeAsAUserWould(t *testing.T) {
 	if r := gh(t, "verify", filepath.Join(data, "nope")); r.code != 2 {
 		t.Fatalf("verify of a missing dir exited %d", r.code)
 	}
+}
+
+var (
+	setupLink = regexp.MustCompile(`http://\S+/setup\?token=[A-Za-z0-9_-]+`)
+	csrfField = regexp.MustCompile(`name="_csrf" value="([^"]+)"`)
+)
+
+// firstRun does what a new user of a fresh serve does in a browser: / asks
+// them to sign in and says no user exists yet; the setup link serve printed
+// makes the first admin (once) and opens the status page, whose HTML it
+// returns.
+func firstRun(t *testing.T, s *server) string {
+	t.Helper()
+	jar, _ := cookiejar.New(nil)
+	c := &http.Client{Jar: jar}
+	fetch := func(req *http.Request) (int, string) {
+		t.Helper()
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	getReq := func(u string) *http.Request { r, _ := http.NewRequest(http.MethodGet, u, nil); return r }
+
+	if code, body := fetch(getReq(s.ep.HTTP + "/")); code != http.StatusOK || !strings.Contains(body, "No user exists yet") {
+		t.Fatalf("GET / on a fresh serve: %d\n%s", code, body)
+	}
+	link := setupLink.FindString(s.out.String())
+	if link == "" {
+		t.Fatalf("serve printed no setup link:\n%s", s.out)
+	}
+	code, form := fetch(getReq(link))
+	m := csrfField.FindStringSubmatch(form)
+	if code != http.StatusOK || m == nil {
+		t.Fatalf("GET the setup link: %d\n%s", code, form)
+	}
+	u, _ := url.Parse(link)
+	post, _ := http.NewRequest(http.MethodPost, s.ep.HTTP+"/setup", strings.NewReader(url.Values{
+		"_csrf": {m[1]}, "token": {u.Query().Get("token")}, "name": {"admin"}, "password": {"correct horse battery"}}.Encode()))
+	post.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	code, status := fetch(post)
+	if code != http.StatusOK || !strings.Contains(status, `data-testid="mode"`) {
+		t.Fatalf("POST /setup: %d\n%s", code, status)
+	}
+	if code, _ := fetch(getReq(link)); code != http.StatusNotFound {
+		t.Fatalf("the setup link still works after setup: %d", code)
+	}
+	return status
 }
 
 func get(t *testing.T, url string) string {

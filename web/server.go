@@ -1,6 +1,19 @@
 // Package web is Gatehouse's HTTP server (echo): the pages of package
-// dashboard, static assets embedded in the binary, health, readiness and
+// dashboard, static assets embedded in the binary (htmx and its SSE
+// extension, vendored: see static/VERSIONS), health, readiness and
 // Prometheus metrics. It listens on loopback by default.
+//
+// With Config.Users set, every page but /login, /setup, /static, /healthz,
+// /readyz and /metrics needs a signed-in user, and each page a role:
+// approvals the reviewer role, policy review the operator role, evidence
+// the auditor role (bound to one tenant: another tenant's pages and export
+// answer 404), admins everything. Sessions are 32 random bytes in an
+// HttpOnly, SameSite=Strict cookie, kept in memory (a restart signs
+// everyone out) and expire after Config.SessionTTL. Every POST carries a
+// double-submit CSRF token (403 without it). Five failed sign-ins for one
+// name or one address within 15 minutes block further tries for that
+// window. Passwords are stored as argon2id hashes (users.go). Without
+// Config.Users only the public status page is served at /.
 package web
 
 import (
@@ -30,6 +43,29 @@ type Config struct {
 	Ready   func() error            // nil: always ready
 	Metrics http.Handler            // /metrics; nil: 404
 	Logger  *slog.Logger
+
+	// Users turns on the signed-in dashboard; nil serves the status page
+	// alone at /, as before.
+	Users *Users
+	// SetupToken, when no user exists, lets /setup?token=... create the
+	// first admin once. "" disables /setup.
+	SetupToken string
+	// Approvals is the approvals engine; nil hides the approvals pages.
+	Approvals Approvals
+	// JournalDir is read by policy review and evidence.
+	JournalDir string
+	// Exporter writes a tenant's evidence export; nil uses the built-in one.
+	Exporter Exporter
+	// SecureCookies marks cookies Secure: set it when served over HTTPS
+	// (directly or behind a proxy).
+	SecureCookies bool
+	// SessionTTL is how long a session lasts; 0 is 12 hours.
+	SessionTTL time.Duration
+	// Now is the clock; nil is time.Now.
+	Now func() time.Time
+	// Integrity serves /.well-known/did.json and the checkpoint
+	// endpoints (wellknown.go); nil serves neither.
+	Integrity *Integrity
 }
 
 // Server is a running HTTP server.
@@ -55,7 +91,11 @@ func Start(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{e: e, ln: ln, log: log, err: make(chan error, 1)}
-	srv := &http.Server{Handler: e, ReadHeaderTimeout: 10 * time.Second}
+	// Requests' contexts end when Shutdown begins, so long-lived streams
+	// (the approvals queue's server-sent events) let it finish.
+	base, cancel := context.WithCancel(context.Background())
+	srv := &http.Server{Handler: e, ReadHeaderTimeout: 10 * time.Second, BaseContext: func(net.Listener) context.Context { return base }}
+	srv.RegisterOnShutdown(cancel)
 	e.Server = srv
 	go func() { s.err <- srv.Serve(ln) }()
 	return s, nil
@@ -70,15 +110,19 @@ func New(cfg Config) *echo.Echo {
 	e.Use(middleware.SecureWithConfig(middleware.SecureConfig{
 		XSSProtection: "0", ContentTypeNosniff: "nosniff", XFrameOptions: "DENY",
 		ReferrerPolicy:        "no-referrer",
-		ContentSecurityPolicy: "default-src 'self'; img-src 'self' data:; frame-ancestors 'none'",
+		ContentSecurityPolicy: csp,
 	}))
 	sub, _ := fs.Sub(static, "static")
-	e.StaticFS("/static", sub)
+	e.Group("/static", cacheStatic).StaticFS("/", sub)
 
-	e.GET("/", func(c echo.Context) error {
-		st := cfg.Status()
-		return render(c, http.StatusOK, dashboard.StatusPage(st))
-	})
+	if cfg.Users != nil {
+		newApp(cfg).routes(e)
+	} else {
+		e.GET("/", func(c echo.Context) error {
+			st := cfg.Status()
+			return render(c, http.StatusOK, dashboard.StatusPage(st))
+		})
+	}
 	e.GET("/healthz", func(c echo.Context) error { return c.String(http.StatusOK, "ok\n") })
 	e.GET("/readyz", func(c echo.Context) error {
 		if cfg.Ready != nil {
@@ -92,7 +136,23 @@ func New(cfg Config) *echo.Echo {
 	if cfg.Metrics != nil {
 		e.GET("/metrics", echo.WrapHandler(cfg.Metrics))
 	}
+	registerIntegrity(e, cfg.Integrity)
 	return e
+}
+
+// csp allows scripts, styles and connections (SSE) from this origin only:
+// no inline script or style. htmx runs under it because the pages turn
+// off its indicator styles (htmx-config meta) and never use hx-on or eval.
+const csp = "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; " +
+	"object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
+
+// cacheStatic lets browsers keep the embedded assets; their names carry
+// their versions.
+func cacheStatic(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		c.Response().Header().Set(echo.HeaderCacheControl, "public, max-age=86400")
+		return next(c)
+	}
 }
 
 func render(c echo.Context, code int, t templ.Component) error {

@@ -80,12 +80,8 @@ func collect(journalDir string, sel Selector, opts exportOptions) (*bundle, erro
 		if rd.open == nil || !sel.matches(rd.open.ActingFor) {
 			continue // another tenant's or person's, or unreadable: never named
 		}
-		why := rd.foreign
-		if why == "" {
-			why = jr.lineage(rd)
-		}
-		if why != "" {
-			b.manifest.LeftOut = append(b.manifest.LeftOut, LeftOut{Run: id, Reason: "it also worked for someone else: " + why})
+		if why := jr.leftOut(rd); why != "" {
+			b.manifest.LeftOut = append(b.manifest.LeftOut, LeftOut{Run: id, Reason: why})
 			continue
 		}
 		b.runs = append(b.runs, rd.raw)

@@ -1,7 +1,11 @@
 // Package evidence answers for one person or one tenant from a journal:
-// what agents did for a person (Timeline), and a tenant's evidence export
-// (Export, WriteArchive), which its auditor checks offline (VerifyExport,
-// `gatehouse verify --export`).
+// what agents did for a person (Timeline, with People and Tenants for an
+// index), and a tenant's evidence export (Export, WriteArchive), which its
+// auditor checks offline (VerifyExport, `gatehouse verify --export`).
+// Timeline is the one reader of a person's evidence: the CLI prints it
+// and the dashboard renders it; both leave out the runs an export leaves
+// out (see below), naming them with the reason. EachRun is its run-file
+// reader for other whole-journal readers (policy review).
 //
 // # Export layout
 //
@@ -55,6 +59,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -122,12 +127,19 @@ type runData struct {
 	status  string
 	foreign string // why the run also worked for someone else, "" if not
 	readErr string
+	skipped int // complete lines that do not parse
 }
 
-// listRuns returns the run ids with a file in dir's runs folder.
+// listRuns returns the run ids with a file in dir's runs folder. A journal
+// with a head log and no runs folder yet has no runs.
 func listRuns(dir string) ([]string, error) {
 	entries, err := os.ReadDir(filepath.Join(dir, "runs"))
 	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			if st, serr := os.Stat(filepath.Join(dir, "head.jsonl")); serr == nil && st.Mode().IsRegular() {
+				return nil, nil
+			}
+		}
 		return nil, fmt.Errorf("%w: %s: %w", ErrNoJournal, dir, err)
 	}
 	var out []string
@@ -157,6 +169,7 @@ func readRun(dir, id string) *runData {
 	for line := range bytes.Lines(rd.raw) {
 		ev, err := journal.ParseLine(bytes.TrimSuffix(line, []byte("\n")))
 		if err != nil {
+			rd.skipped++
 			continue
 		}
 		rd.events = append(rd.events, ev)
@@ -227,4 +240,66 @@ func (j *journalRuns) lineage(rd *runData) string {
 		cur = parent
 	}
 	return ""
+}
+
+// JournalRun is one run file as read, for readers that walk a whole
+// journal (policy review): its events in file order.
+type JournalRun struct {
+	ID     string
+	Open   *journal.RunOpen // nil without a readable run.open
+	Closed bool
+	// Events are the complete lines that parse and belong to this run.
+	Events []journal.Event
+	// Skipped counts complete lines that do not parse or name another
+	// run; a trailing line without its newline (being written) is not read.
+	Skipped int
+}
+
+// EachRun calls fn for every run file of the journal in dir, in run id
+// order, and stops at fn's first error. A run file that cannot be read
+// counts one skipped line. It returns ErrNoJournal when dir is not a
+// journal, and the lines skipped across all runs.
+func EachRun(dir string, fn func(r *JournalRun) error) (skipped int, err error) {
+	ids, err := listRuns(dir)
+	if err != nil {
+		return 0, err
+	}
+	for _, id := range ids {
+		rd := readRun(dir, id)
+		if rd.readErr != "" {
+			skipped++
+			continue
+		}
+		jr := rd.journalRun()
+		skipped += jr.Skipped
+		if err := fn(jr); err != nil {
+			return skipped, err
+		}
+	}
+	return skipped, nil
+}
+
+func (rd *runData) journalRun() *JournalRun {
+	jr := &JournalRun{ID: rd.id, Open: rd.open, Closed: rd.closed != nil, Skipped: rd.skipped, Events: make([]journal.Event, 0, len(rd.events))}
+	for _, ev := range rd.events {
+		if ev.Run != rd.id {
+			jr.Skipped++
+			continue
+		}
+		jr.Events = append(jr.Events, ev)
+	}
+	return jr
+}
+
+// leftOut returns why run rd is left out of its principal's evidence (an
+// export or a timeline): it also worked for someone else. "" when not.
+func (j *journalRuns) leftOut(rd *runData) string {
+	why := rd.foreign
+	if why == "" {
+		why = j.lineage(rd)
+	}
+	if why == "" {
+		return ""
+	}
+	return "it also worked for someone else: " + why
 }

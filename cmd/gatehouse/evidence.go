@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"path/filepath"
 	"strings"
 
@@ -157,6 +158,9 @@ func printTimeline(env *cliEnv, sel evidence.Selector, tl *evidence.TimelineRepo
 	default:
 		fmt.Fprintf(w, "%s: %d run(s); journal TAMPERING FOUND (%d finding(s)); run 'gatehouse verify'\n", sel, len(tl.Runs), len(tl.Verify.Findings))
 	}
+	for _, l := range tl.LeftOut {
+		fmt.Fprintf(w, "  left out %s: %s\n", l.Run, l.Reason)
+	}
 	for _, r := range tl.Runs {
 		state := "open"
 		if r.Closed != nil {
@@ -173,7 +177,12 @@ func printTimeline(env *cliEnv, sel evidence.Selector, tl *evidence.TimelineRepo
 		for _, f := range r.Findings {
 			fmt.Fprintf(w, "  FINDING %s\n", f)
 		}
+		approvals := r.Approvals // printed in journal order among the decisions
 		for _, d := range r.Decisions {
+			for len(approvals) > 0 && approvals[0].Seq < d.Seq {
+				printApproval(w, approvals[0])
+				approvals = approvals[1:]
+			}
 			target := ""
 			if d.Target != "" {
 				target = " " + d.Target
@@ -191,7 +200,21 @@ func printTimeline(env *cliEnv, sel evidence.Selector, tl *evidence.TimelineRepo
 				fmt.Fprintf(w, "      - %s (%s): %s\n", r.Refusal, r.Rule, r.Detail)
 			}
 		}
+		for _, a := range approvals {
+			printApproval(w, a)
+		}
 	}
+}
+
+func printApproval(w io.Writer, a evidence.ApprovalEntry) {
+	fmt.Fprintf(w, "  %s  approval of %s: %s by %s", a.Time.Format("15:04:05"), a.Effect, a.Outcome, a.Approver)
+	if how := a.How(); how != "" {
+		fmt.Fprintf(w, " (%s)", how)
+	}
+	if a.Reason != "" {
+		fmt.Fprintf(w, ": %s", a.Reason)
+	}
+	fmt.Fprintln(w)
 }
 
 func evidenceErase(env *cliEnv, dataDir, journalDir string, sel evidence.Selector, yes, asJSON bool) error {

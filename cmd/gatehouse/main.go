@@ -77,7 +77,17 @@ Commands:
   writer    run only the journal writer against an existing NATS
   work      open or close work on behalf of a person (an application's side)
   effect    propose an effect for a run (an agent's side)
+  approve   list, show, approve, refuse or reconcile approval requests (a backend's side, signed)
   verify    check a journal offline: no keys, no network
+  checkpoint sign a checkpoint of the journal's head log now and have witnesses cosign it
+  witness   run a checkpoint witness: cosigns a log's checkpoints, refuses forks and rollbacks
+  keygen    make an Ed25519 key for journal signing or a witness
+  policy    policy review: what strict mode would refuse, with rules to copy
+  users     dashboard users: add, passwd, remove, list
+  evidence  what agents did for a person; a tenant's evidence export; erase a person's content
+  replay    decide recorded effects again from their recorded inputs (and under a candidate policy)
+  status    show a deployment as an operator sees it: NATS servers, streams, brokers, the writer's lag
+  bench     drive many agents over NATS and report decisions/s, latency and journal lag
   sandbox   self-test the sandbox tiers on this machine (sandbox check)
   version   print the version
 
@@ -99,8 +109,28 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 		return cmdWork(ctx, env, rest)
 	case "effect":
 		return cmdEffect(ctx, env, rest)
+	case "approve":
+		return cmdApprove(ctx, env, rest)
+	case "policy":
+		return cmdPolicy(ctx, env, rest)
+	case "users":
+		return cmdUsers(ctx, env, rest)
 	case "verify":
 		return cmdVerify(ctx, env, rest)
+	case "checkpoint":
+		return cmdCheckpoint(ctx, env, rest)
+	case "witness":
+		return cmdWitness(ctx, env, rest)
+	case "keygen":
+		return cmdKeygen(ctx, env, rest)
+	case "evidence":
+		return cmdEvidence(ctx, env, rest)
+	case "replay":
+		return cmdReplay(ctx, env, rest)
+	case "status":
+		return cmdStatus(ctx, env, rest)
+	case "bench":
+		return cmdBench(ctx, env, rest)
 	case "sandbox":
 		return cmdSandbox(ctx, env, rest)
 	case "version", "--version":

@@ -75,6 +75,11 @@ type serveConfig struct {
 	artifactDir   string
 	workspaceRoot string
 	redisURL      string
+	approvals     approvalFlags
+	integrity     integrityFlags
+
+	journalCapture     string
+	journalContentDays int
 }
 
 func (c *serveConfig) journalDir() string { return filepath.Join(c.dataDir, "journal") }
@@ -97,10 +102,14 @@ func serveFlags(env *cliEnv, c *serveConfig) *flagSet {
 	fs.stringVar(&c.providers, "providers", "", "provider catalogue (YAML or JSON): providers and integrations; without it the provider sink is off")
 	fs.stringVar(&c.credentials, "credentials", "", "people's provider credentials (YAML, mode 0600); default: the JetStream KV credential store")
 	fs.stringVar(&c.grounding, "grounding", "", "grounding rules file (YAML or JSON)")
-	fs.stringVar(&c.artifactStore, "artifact-store", "objectstore", "where artifacts are kept: objectstore (NATS), dir (--artifact-dir) or redis (--redis-url)")
+	fs.stringVar(&c.artifactStore, "artifact-store", "objectstore", "where artifacts (and browser screenshots) are kept: objectstore (NATS), dir (--artifact-dir) or redis (--redis-url)")
 	fs.stringVar(&c.artifactDir, "artifact-dir", "", "the folder for --artifact-store dir")
 	fs.stringVar(&c.workspaceRoot, "workspace-root", "", "where the workspace sink writes agents' files (default DATA_DIR/workspaces)")
 	fs.stringVar(&c.redisURL, "redis-url", "", "keep memories in Redis (redis://host:port/db) instead of JetStream KV")
+	c.approvals.register(fs)
+	c.integrity.register(fs)
+	fs.stringVar(&c.journalCapture, "journal-capture", envOr(env, "JOURNAL_CAPTURE", "full"), "what is kept of what decisions depended on, beside the journal in DATA_DIR/content: full (replayable), digests (verifiable only) or off (also $JOURNAL_CAPTURE)")
+	fs.intVar(&c.journalContentDays, "journal-content-days", envInt(env, "JOURNAL_CONTENT_DAYS", 30), "erase captured content unused for this many days; 0 keeps it (also $JOURNAL_CONTENT_DAYS)")
 	fs.stringVar(&c.logFormat, "log-format", "text", "text or json")
 	fs.stringVar(&c.logLevel, "log-level", "info", "debug, info, warn or error")
 	return fs
@@ -173,10 +182,40 @@ func cmdServe(ctx context.Context, env *cliEnv, args []string) error {
 		log.Error("policy could not be read: every effect is refused until it is fixed", "file", c.policy, "err", polErr)
 	}
 
+	capture, eraser, err := openContent(&c, pol, log)
+	if err != nil {
+		return err
+	}
+	defer eraser()
+
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	b, err := broker.New(broker.Config{Mode: mode, Logger: log, Metrics: broker.NewMetrics(reg)},
-		runs, broker.NewRecorder(js, 0), pol, sinks.sinks...)
+	broker.RegisterJournalLag(reg, js) // gatehouse_journal_lag, with or without a writer in this process
+	// Strict mode also refuses while the journal writer reports it cannot
+	// write (a full disk): see broker.JournalGate.
+	var rec broker.Journal = broker.NewRecorder(js, 0)
+	if mode == policy.ModeStrict {
+		gate, err := broker.NewJournalGate(ctx, js, rec, c.replicas, log)
+		if err != nil {
+			return err
+		}
+		defer gate.Close()
+		rec = gate
+	}
+	apv, err := openApprovals(ctx, js, c.redisURL, c.replicas, c.approvals, env.getenv, rec, log)
+	if err != nil {
+		return err
+	}
+	actx, stopApprovals := context.WithCancel(context.Background())
+	apvDone := make(chan struct{})
+	go func() { defer close(apvDone); apv.Run(actx) }() // marks unsettled claims OUTCOME_UNKNOWN
+	defer func() { stopApprovals(); <-apvDone }()
+	metrics := broker.NewMetrics(reg)
+	pendingDone := make(chan struct{})
+	go func() { defer close(pendingDone); approvalsPending(actx, apv, metrics, 30*time.Second, log) }() // gatehouse_approvals_pending
+	defer func() { stopApprovals(); <-pendingDone }()
+	b, err := broker.New(broker.Config{Mode: mode, Logger: log, Metrics: metrics, Approvals: apv, Content: capture},
+		runs, rec, pol, sinks.sinks...)
 	if err != nil {
 		return err
 	}
@@ -188,38 +227,29 @@ func cmdServe(ctx context.Context, env *cliEnv, args []string) error {
 		return err
 	}
 
-	// The journal writer.
+	// The journal writer: the loop `gatehouse writer` runs, so a full disk
+	// or a NATS hiccup makes it report failing in the writer health bucket
+	// (strict mode refuses effects) and retry, never stop serve; it signs
+	// checkpoints on the schedule. Only another writer holding the folder
+	// stops serve.
 	var (
-		writer           *journal.Writer
+		loop             *writerLoop
 		writerErr        = make(chan error, 1)
 		wctx, stopWriter = context.WithCancel(context.Background())
 		wg               sync.WaitGroup
 	)
-	defer stopWriter()
+	defer func() { stopWriter(); wg.Wait() }()
+	signKey := c.integrity.signingKey(env, log)
 	if !c.noWriter {
-		writer, err = journal.Open(c.journalDir(), journal.WriterOptions{Logger: log})
+		if loop, err = newWriterLoop(ctx, js, c.journalDir(), c.replicas, &c.integrity, signKey, log); err == nil {
+			err = loop.start()
+		}
 		if err != nil {
 			_ = svc.Close()
 			return fmt.Errorf("journal writer: %w", err)
 		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			writerErr <- journal.Consume(wctx, js, writer, journal.ConsumeOptions{Logger: log})
-		}()
-	}
-
-	if writer != nil {
-		reg.MustRegister(
-			prometheus.NewCounterFunc(prometheus.CounterOpts{
-				Name: "gatehouse_journal_events_written_total",
-				Help: "Journal events this process's writer made durable.",
-			}, func() float64 { return float64(writer.Written()) }),
-			prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-				Name: "gatehouse_journal_pending",
-				Help: "Journal events recorded by brokers and not yet written (the writer's lag).",
-			}, func() float64 { n, _ := journalPending(context.Background(), js); return float64(n) }),
-		)
+		wg.Go(func() { writerErr <- loop.run(wctx) })
+		registerWriterMetrics(reg, js, loop)
 	}
 
 	started := time.Now()
@@ -227,7 +257,7 @@ func cmdServe(ctx context.Context, env *cliEnv, args []string) error {
 		st := dashboard.Status{
 			Version: version, Mode: string(mode), PolicyName: policyName(c.policy), PolicyDigest: pol.Digest(),
 			NATSURL: natsURL, Embedded: ns != nil, JournalDir: c.journalDir(), Started: started, Now: time.Now(),
-			WriterRunning: writer != nil, SandboxTier: string(sb.Tier()), SandboxConfined: sb.Confined(),
+			WriterRunning: loop != nil, SandboxTier: string(sb.Tier()), SandboxConfined: sb.Confined(),
 		}
 		if polErr != nil {
 			st.PolicyError = polErr.Error()
@@ -239,8 +269,8 @@ func cmdServe(ctx context.Context, env *cliEnv, args []string) error {
 			st.Sinks = append(st.Sinks, string(s))
 		}
 		sort.Strings(st.Sinks)
-		if writer != nil {
-			st.EventsWritten = writer.Written()
+		if loop != nil {
+			st.EventsWritten = loop.Written()
 			st.Pending, _ = journalPending(context.Background(), js)
 		}
 		return st
@@ -251,8 +281,14 @@ func cmdServe(ctx context.Context, env *cliEnv, args []string) error {
 		}
 		return nil
 	}
+	users, setupToken, err := dashboardUsers(c.dataDir)
+	if err != nil {
+		return err
+	}
 	srv, err := web.Start(web.Config{Addr: c.httpAddr, Status: status, Ready: ready,
-		Metrics: promhttp.HandlerFor(reg, promhttp.HandlerOpts{}), Logger: log})
+		Metrics: promhttp.HandlerFor(reg, promhttp.HandlerOpts{}), Logger: log,
+		Users: users, SetupToken: setupToken, Approvals: apv, JournalDir: c.journalDir(),
+		Integrity: writerIntegrity(&c.integrity, signKey, loop, log)})
 	if err != nil {
 		_ = svc.Close()
 		return fmt.Errorf("web server on %s: %w (use --http to pick another address)", c.httpAddr, err)
@@ -280,6 +316,9 @@ func cmdServe(ctx context.Context, env *cliEnv, args []string) error {
 			fmt.Fprintf(env.stdout, "  agent %-5s %s\n", a, embedded.AgentCredsPath(filepath.Join(c.dataDir, "nats"), a))
 		}
 	}
+	if setupToken != "" {
+		fmt.Fprintf(env.stdout, "  first run   no dashboard user yet: create the admin at %s/setup?token=%s\n              (or: gatehouse users add NAME --role admin --data-dir %s)\n", srv.URL(), setupToken, c.dataDir)
+	}
 	fmt.Fprintln(env.stdout, "Press Ctrl-C to stop.")
 
 	var runErr error
@@ -293,7 +332,7 @@ func cmdServe(ctx context.Context, env *cliEnv, args []string) error {
 	defer cancel()
 	_ = srv.Shutdown(sctx)
 	_ = svc.Close()
-	if writer != nil && runErr == nil {
+	if loop != nil && runErr == nil && loop.Ready() == nil {
 		// Let the writer catch up with what the brokers recorded, so the
 		// journal on disk is complete when serve exits.
 		if n := waitDrained(sctx, js); n > 0 {
@@ -302,9 +341,11 @@ func cmdServe(ctx context.Context, env *cliEnv, args []string) error {
 	}
 	stopWriter()
 	wg.Wait()
-	if writer != nil {
-		if err := writer.Close(); err != nil && runErr == nil {
+	if loop != nil && runErr == nil {
+		select {
+		case err := <-writerErr: // closing the journal
 			runErr = err
+		default:
 		}
 	}
 	_ = nc.Drain()
@@ -353,18 +394,21 @@ func openSinks(ctx context.Context, js jetstream.JetStream, c *serveConfig, sb *
 	if err != nil {
 		return s, err
 	}
-	codeSink := code.New(sb, code.Config{})
-	pool := browser.New(browser.Config{Logger: log}) // Chromium starts on the first goto
-	s.closers = append(s.closers, pool.Close)
-	s.sinks = append(s.sinks, out, peers, codeSink, process.New(process.Config{}), pool)
-	s.bind = append(s.bind, func(b *broker.Broker) { peers.Bind(b) }, func(b *broker.Broker) { codeSink.Bind(b) },
-		func(b *broker.Broker) { pool.Bind(b) })
-
 	art, err := openArtifactStore(ctx, js, c, s)
 	if err != nil {
 		return s, err
 	}
 	s.sinks = append(s.sinks, artifact.New(art, artifact.Config{}))
+
+	codeSink := code.New(sb, code.Config{})
+	// Chromium starts on the first goto; screenshots go to the artifact
+	// store, under the names the artifact sink's get reads.
+	pool := browser.New(browser.Config{Logger: log, Artifacts: art,
+		ArtifactName: func(tenant, key string) string { return artifact.TenantDir(tenant) + "/" + key }})
+	s.closers = append(s.closers, pool.Close)
+	s.sinks = append(s.sinks, out, peers, codeSink, process.New(process.Config{}), pool)
+	s.bind = append(s.bind, func(b *broker.Broker) { peers.Bind(b) }, func(b *broker.Broker) { codeSink.Bind(b) },
+		func(b *broker.Broker) { pool.Bind(b) })
 
 	root := c.workspaceRoot
 	if root == "" {

@@ -286,6 +286,10 @@ func cmdEffect(ctx context.Context, env *cliEnv, args []string) error {
 		printEffect(env, reply)
 	}
 	switch {
+	case reply.Decision != nil && reply.Decision.Outcome == "held":
+		// Held for a person: the reply's APPROVAL_REQUIRED error is the
+		// news, not a failure.
+		return &exitError{code: exitHeld}
 	case err != nil:
 		if cf.json {
 			return &exitError{code: exitFindings}
@@ -293,8 +297,6 @@ func cmdEffect(ctx context.Context, env *cliEnv, args []string) error {
 		return err
 	case reply.Decision == nil:
 		return &exitError{code: exitFindings}
-	case reply.Decision.Outcome == "held":
-		return &exitError{code: exitHeld}
 	case reply.Decision.Outcome != "allowed":
 		return &exitError{code: exitFindings}
 	}

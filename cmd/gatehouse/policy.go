@@ -1,0 +1,112 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"path/filepath"
+	"strings"
+
+	"github.com/gatehouse/gatehouse/broker/review"
+)
+
+const policyUsage = `Usage: gatehouse policy review [DIR] [--json]
+
+Reads a journal (DIR, default DATA_DIR/journal) and lists what strict mode
+would have refused or held while Gatehouse ran in report mode, grouped by
+refusal, rule and target, with counts, first and last seen, example runs
+and what to do about each: the rule text to copy into the policy file.
+Every suggested rule was checked: it loads, and in strict mode it lets the
+recorded effect through (or holds it for a reviewer's approval).
+
+The same review is on the dashboard's Policy review page.
+
+Exit status: 0 nothing strict mode would refuse, 1 findings listed,
+2 unusable input.
+`
+
+func cmdPolicy(_ context.Context, env *cliEnv, args []string) error {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		fmt.Fprint(env.stdout, policyUsage)
+		if len(args) == 0 {
+			return &exitError{code: exitUsage}
+		}
+		return nil
+	}
+	if args[0] != "review" {
+		fmt.Fprint(env.stderr, policyUsage)
+		return usageError("unknown policy command %q", args[0])
+	}
+	var (
+		dataDir string
+		asJSON  bool
+	)
+	fs := newEnvFlags(env, "policy review", policyUsage)
+	fs.stringVar(&dataDir, "data-dir", ".gatehouse", "data dir whose journal to review when DIR is not given")
+	fs.BoolVar(&asJSON, "json", false, "print the review as JSON")
+	pos, err := fs.parse(args[1:])
+	if err != nil {
+		return err
+	}
+	dir := filepath.Join(dataDir, "journal")
+	switch len(pos) {
+	case 0:
+	case 1:
+		dir = pos[0]
+	default:
+		return usageError("policy review takes at most one directory")
+	}
+	rep, err := review.Review(dir)
+	if err != nil {
+		if errors.Is(err, review.ErrNoJournal) {
+			return &exitError{code: exitUsage, err: err}
+		}
+		return err
+	}
+	if asJSON {
+		enc := json.NewEncoder(env.stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(rep); err != nil {
+			return err
+		}
+	} else {
+		printReview(env.stdout, rep)
+	}
+	if len(rep.Findings) > 0 {
+		return &exitError{code: exitFindings}
+	}
+	return nil
+}
+
+func printReview(w io.Writer, rep *review.Report) {
+	fmt.Fprintf(w, "Policy review of %s: %d runs, %d decisions (%d in report mode).\n", rep.Journal, rep.Runs, rep.Decisions, rep.Report)
+	if rep.Skipped > 0 {
+		fmt.Fprintf(w, "%d journal lines could not be read (run 'gatehouse verify').\n", rep.Skipped)
+	}
+	if len(rep.Findings) == 0 {
+		fmt.Fprintln(w, "Nothing strict mode would refuse: you can switch to --mode strict.")
+		return
+	}
+	fmt.Fprintf(w, "%d decisions would have been refused or held in strict mode, in %d groups:\n", rep.Would, len(rep.Findings))
+	for i, f := range rep.Findings {
+		fmt.Fprintf(w, "\n%d. %s  x%d  (%s %s)\n", i+1, f.Refusal, f.Count, f.Sink, f.Target)
+		fmt.Fprintf(w, "   rule %s", f.Rule)
+		if f.Agent != "" {
+			fmt.Fprintf(w, ", agent %s", f.Agent)
+		}
+		fmt.Fprintf(w, "; first %s, last %s; runs %s\n", f.First.UTC().Format("2006-01-02 15:04"), f.Last.UTC().Format("2006-01-02 15:04"), strings.Join(f.Examples, " "))
+		if f.Detail != "" {
+			fmt.Fprintf(w, "   %s\n", f.Detail)
+		}
+		for _, s := range f.Suggestions {
+			fmt.Fprintf(w, "   - [%s] %s\n", s.Kind, s.Text)
+			if s.Rules != "" {
+				for _, line := range strings.Split(strings.TrimRight(s.Rules, "\n"), "\n") {
+					fmt.Fprintf(w, "       %s\n", line)
+				}
+			}
+		}
+	}
+}
