@@ -97,6 +97,7 @@ func (c *Capturer) Capture(_ context.Context, r *Request) (string, error) {
 		return "", err
 	}
 	c.touchPolicy(r.PolicyDigest)
+	c.touchRecords(r.Grounding)
 	return d, nil
 }
 

@@ -1,6 +1,7 @@
 // Package content keeps, beside the journal, what each decision depended
 // on: the request as the agent proposed it and as the sink described it,
-// and the source of the policy in force. The journal's chain holds only
+// the source of the policy in force, the records a grounding rule read
+// and the grounding rules in force. The journal's chain holds only
 // their digests (journal.Decision's request_digest and policy_digest), so
 // content can be erased, for a retention limit or for one person, without
 // breaking `gatehouse verify`. Replay (broker/replay) reads it back to
@@ -29,15 +30,28 @@
 // A request blob is a Request encoded as JSON: the run, the effect id, the
 // agent's params verbatim, the policy.Effect the sink described (with the
 // grounding outcome, the contract and the values scope limits read), the
-// policy digest and the decision time. It names one effect, so it belongs
-// to exactly one person. A policy blob is a rules file's bytes exactly as
+// policy digest and the decision time, and for a provider call a grounding
+// rule applied to, Grounding: the rules' digest, the call as it was about
+// to leave, the caller's input, the check's time and every answer the
+// record store and rereads gave (records without their bodies, by digest).
+// It names one effect, so it belongs to exactly one person.
+//
+// A record blob (KindRecord) is the body of a provider response the
+// provider sink kept as a grounding record, as received; its digest is
+// the digest the reading effect's outcome and every decision citing it
+// record (journal.Citation), so the chain needs nothing more. The sink
+// keeps it (Capturer.KeepRecord) right after the record store, indexed to
+// the run, effect and person that read it. A grounding blob
+// (KindGrounding) is a grounding rules file's bytes, kept like a policy. A policy blob is a rules file's bytes exactly as
 // read, so its digest is the policy digest the journal records; it belongs
 // to nobody and is erased only by the retention limit. The run's authority
 // (person, mandate, scopes, agent) is not stored here: run.open records it
 // in the journal in full.
 //
-// Not stored (known gap): the bodies of provider responses a grounding rule
-// relied on; decisions cite them by digest only.
+// What each approval gate returned is not stored here: the approval
+// events (approval.decision, approval.refused, approval.claim,
+// approval.reopened) are in the run's chain in full, and replay reads them
+// there.
 //
 // # Capture modes
 //
@@ -52,14 +66,17 @@
 // may share a directory: blobs are written to a temporary file, fsynced and
 // renamed into place (identical bytes either way), and index and erasure
 // lines are appended with one write each on an O_APPEND file. On a cluster
-// each broker host keeps its own directory (the NATS Object Store is the
-// shared option, not implemented yet).
+// the shared option is the NATS Object Store (OpenObjectStore), which
+// every broker host reads and writes; see objstore.go for how it differs.
 //
 // # Erasure
 //
 // EraseUnused removes blobs unused for longer than a duration (serve runs
-// it daily through an Eraser, JOURNAL_CONTENT_DAYS); ErasePerson removes
-// one person's request blobs, found from the index and, given the journal,
-// from the request digests of the person's decisions. Each removal is
+// it daily through an Eraser, JOURNAL_CONTENT_DAYS; a decision citing a
+// record marks it used); ErasePerson removes one person's request and
+// record blobs, found from the index and, given the journal, from the
+// request digests and citations of the person's decisions. A blob the
+// index also names for another person (identical bytes both read) is
+// kept: it is theirs too. Each removal is
 // appended to erasures.jsonl. Erasure never touches the journal.
 package content

@@ -63,10 +63,11 @@ func (s *Store) firstRefs() map[string]Ref {
 	return out
 }
 
-// PersonContent lists the blobs kept for one person (never policies):
-// request blobs the index names for them and, when journalDir is not "",
-// the request digests of their decisions in the journal, so content whose
-// index line was lost is found too. A blob the index also names for
+// PersonContent lists the blobs kept for one person (never policies or
+// grounding rules): request and record blobs the index names for them
+// and, when journalDir is not "", the request digests and cited record
+// digests of their decisions in the journal, so content whose index line
+// was lost is found too. A blob the index also names for
 // someone else is left out. Only blobs still kept are listed.
 func (s *Store) PersonContent(p policy.Principal, journalDir string) ([]Erasure, error) {
 	refs, err := s.Refs()
@@ -76,7 +77,7 @@ func (s *Store) PersonContent(p policy.Principal, journalDir string) ([]Erasure,
 	mine := map[string]Erasure{}
 	others := map[string]bool{}
 	for _, r := range refs {
-		if r.Kind == KindPolicy {
+		if r.Kind == KindPolicy || r.Kind == KindGrounding {
 			continue
 		}
 		if r.For == p {
@@ -88,9 +89,9 @@ func (s *Store) PersonContent(p policy.Principal, journalDir string) ([]Erasure,
 		}
 	}
 	if journalDir != "" {
-		if err := journalRequests(journalDir, p, func(run, d string) {
+		if err := journalRequests(journalDir, p, func(run, d string, k Kind) {
 			if _, ok := mine[d]; !ok {
-				mine[d] = Erasure{Digest: d, Kind: KindRequest, Run: run, For: p}
+				mine[d] = Erasure{Digest: d, Kind: k, Run: run, For: p}
 			}
 		}); err != nil {
 			return nil, err
@@ -101,10 +102,8 @@ func (s *Store) PersonContent(p policy.Principal, journalDir string) ([]Erasure,
 		if others[d] {
 			continue
 		}
-		if pth, err := s.path(d); err == nil {
-			if _, err := os.Stat(pth); err == nil {
-				out = append(out, e)
-			}
+		if _, err := s.LastUsed(d); err == nil { // still kept (folder or object store)
+			out = append(out, e)
 		}
 	}
 	slices.SortFunc(out, func(a, b Erasure) int { return strings.Compare(a.Run+a.Digest, b.Run+b.Digest) })
@@ -125,9 +124,10 @@ func (s *Store) ErasePerson(p policy.Principal, journalDir string) ([]Erasure, e
 }
 
 // journalRequests calls fn with the run and request digest of every
-// policy.decision made for p in the journal at dir. Unreadable lines are
-// skipped: verify reports them.
-func journalRequests(dir string, p policy.Principal, fn func(run, digest string)) error {
+// policy.decision made for p in the journal at dir, and with the digest of
+// each record the decision cites. Unreadable lines are skipped: verify
+// reports them.
+func journalRequests(dir string, p policy.Principal, fn func(run, digest string, k Kind)) error {
 	entries, err := os.ReadDir(filepath.Join(dir, "runs"))
 	if os.IsNotExist(err) {
 		return nil
@@ -145,8 +145,16 @@ func journalRequests(dir string, p policy.Principal, fn func(run, digest string)
 				return
 			}
 			var d journal.Decision
-			if json.Unmarshal(ev.Data, &d) == nil && d.ActingFor == p && ValidDigest(d.RequestDigest) {
-				fn(run, d.RequestDigest)
+			if json.Unmarshal(ev.Data, &d) != nil || d.ActingFor != p {
+				return
+			}
+			if ValidDigest(d.RequestDigest) {
+				fn(run, d.RequestDigest, KindRequest)
+			}
+			for _, c := range d.Citations {
+				if ValidDigest(c.Digest) {
+					fn(run, c.Digest, KindRecord)
+				}
 			}
 		}); err != nil {
 			return err

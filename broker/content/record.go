@@ -36,6 +36,9 @@ type Request struct {
 	Mode         policy.Mode  `json:"mode"`
 	// DecidedAt is the time Decide was given.
 	DecidedAt time.Time `json:"decided_at"`
+	// Grounding is what the grounding check of a provider call was given
+	// and what the record store answered; nil when no rule applied.
+	Grounding *Grounding `json:"grounding_input,omitempty"`
 }
 
 // Encode returns the request's bytes as kept; their digest is the

@@ -34,6 +34,11 @@ type Kind string
 const (
 	KindRequest Kind = "request" // a Request: one effect as proposed and described
 	KindPolicy  Kind = "policy"  // a rules file's bytes
+	// KindRecord is a provider response body a grounding rule could rely
+	// on, as received; it belongs to the person of the run that read it.
+	KindRecord Kind = "record"
+	// KindGrounding is a grounding rules file's bytes; it belongs to nobody.
+	KindGrounding Kind = "grounding"
 )
 
 // Ref is one line of index.jsonl: a use of a blob.
@@ -78,6 +83,8 @@ type Store struct {
 
 	mu    sync.Mutex // guards index
 	index *os.File
+
+	obj *objStore // set by OpenObjectStore: no folder, see objstore.go
 }
 
 const (
@@ -107,6 +114,9 @@ func (s *Store) Dir() string { return s.dir }
 
 // Close closes the index file.
 func (s *Store) Close() error {
+	if s.obj != nil {
+		return nil
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.index.Close()
@@ -146,6 +156,9 @@ func (s *Store) path(d string) (string, error) {
 // temporary file and renamed, fsynced first with Options.Sync) before Put
 // returns; a blob already kept is not rewritten, only marked used now.
 func (s *Store) Put(data []byte, ref Ref) (string, error) {
+	if s.obj != nil {
+		return s.obj.put(data, ref, s.now())
+	}
 	d := DigestOf(data)
 	p, _ := s.path(d)
 	now := s.now()
@@ -163,6 +176,9 @@ func (s *Store) Put(data []byte, ref Ref) (string, error) {
 // Touch marks a kept blob used now. It returns ErrNotFound when the blob
 // is not kept.
 func (s *Store) Touch(d string) error {
+	if s.obj != nil {
+		return s.obj.touch(d, s.now())
+	}
 	p, err := s.path(d)
 	if err != nil {
 		return err
@@ -221,6 +237,9 @@ func (s *Store) addRef(ref Ref) error {
 // Get returns the blob of digest d. It returns ErrNotFound when none is
 // kept, and the bytes with ErrChanged when they do not hash to d.
 func (s *Store) Get(d string) ([]byte, error) {
+	if s.obj != nil {
+		return s.obj.get(d)
+	}
 	p, err := s.path(d)
 	if err != nil {
 		return nil, err
@@ -240,6 +259,9 @@ func (s *Store) Get(d string) ([]byte, error) {
 
 // LastUsed returns when the blob was last written or referenced.
 func (s *Store) LastUsed(d string) (time.Time, error) {
+	if s.obj != nil {
+		return s.obj.lastUsed(d)
+	}
 	p, err := s.path(d)
 	if err != nil {
 		return time.Time{}, err
@@ -256,6 +278,9 @@ func (s *Store) LastUsed(d string) (time.Time, error) {
 // Refs reads the index. Lines that do not parse (a torn write) are
 // skipped.
 func (s *Store) Refs() ([]Ref, error) {
+	if s.obj != nil {
+		return s.obj.refs()
+	}
 	var out []Ref
 	err := readLines(filepath.Join(s.dir, indexFile), func(line []byte) {
 		var r Ref
@@ -268,6 +293,9 @@ func (s *Store) Refs() ([]Ref, error) {
 
 // Erasures reads the erasure log, by digest (the latest erasure of each).
 func (s *Store) Erasures() (map[string]Erasure, error) {
+	if s.obj != nil {
+		return s.obj.erasures()
+	}
 	out := map[string]Erasure{}
 	err := readLines(filepath.Join(s.dir, erasuresFile), func(line []byte) {
 		var e Erasure
@@ -303,6 +331,9 @@ func readLines(path string, fn func([]byte)) error {
 // fsynced. It returns what it removed; a blob already gone is skipped.
 func (s *Store) Erase(es []Erasure) ([]Erasure, error) {
 	now := s.now().UTC()
+	if s.obj != nil {
+		return s.obj.erase(es, now)
+	}
 	var done []Erasure
 	var lines []byte
 	for _, e := range es {
@@ -342,6 +373,9 @@ func (s *Store) Erase(es []Erasure) ([]Erasure, error) {
 
 // blobs calls fn for every kept blob with its digest and last use.
 func (s *Store) blobs(fn func(d string, used time.Time)) error {
+	if s.obj != nil {
+		return s.obj.blobs(fn)
+	}
 	root := filepath.Join(s.dir, blobDir)
 	dirs, err := os.ReadDir(root)
 	if err != nil {

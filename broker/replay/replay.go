@@ -11,6 +11,23 @@
 // decision. Nothing is called and nothing acts: no NATS, no sink, no
 // network; it reads files only.
 //
+// A provider call a grounding rule applied to is checked again first:
+// grounding.Check under the rules kept by the digest the request records
+// (or a candidate, Options.Grounding), given the call, caller input and
+// time recorded, with every Lookup, WrittenAt and Reread answered from the
+// recorded answers and the record bodies kept in the content store. A
+// different rule, failure or citation diverges ("grounding ..." in the
+// detail); the replayed result is what policy.Decide then sees. A cited
+// record whose body is erased or not kept makes the run not replayable
+// ("record erased (...)"); one whose body no longer matches its digest is
+// changed.
+//
+// An effect decided under an approval (the decision names the approval
+// and action digest) replays the broker's gate from the approval events
+// recorded earlier in the run: approved (not reopened) decides again with
+// that approval as the grant, refused or already claimed refuses as the
+// gate did, anything else holds. So a held-then-approved run reproduces.
+//
 // A decision reproduces when outcome, refusal, rule, enforcement, allow
 // rule, verified flag, scopes checked and every reason are identical to
 // the record. A request blob whose bytes do not match its digest is
@@ -39,6 +56,7 @@ import (
 
 	"github.com/gatehouse/gatehouse/broker/content"
 	"github.com/gatehouse/gatehouse/broker/journal"
+	"github.com/gatehouse/gatehouse/grounding"
 	"github.com/gatehouse/gatehouse/policy"
 )
 
@@ -70,6 +88,10 @@ type Options struct {
 	Policy *policy.Policy
 	// Mode, when set, decides in this mode instead of the recorded one.
 	Mode policy.Mode
+	// Grounding, when set, is a candidate grounding rules file to check
+	// recorded provider calls under instead of the recorded rules (a
+	// what-if).
+	Grounding *grounding.Rules
 }
 
 // Verdict is what a decision came to.
@@ -119,7 +141,8 @@ type Divergence struct {
 type Missing struct {
 	Seq    uint64 `json:"seq"`
 	Effect string `json:"effect"`
-	// What is missing: "request" or "policy".
+	// What is missing: "request", "policy", "record" (a provider
+	// response a grounding rule read) or "grounding rules".
 	What   string `json:"what"`
 	Digest string `json:"digest,omitempty"`
 	// Why: "not captured", "erased: <reason>", "not kept", "unreadable".
@@ -176,6 +199,8 @@ type Report struct {
 	Runs []*RunReport `json:"runs"`
 	// Candidate is the candidate policy's digest in a what-if.
 	Candidate string `json:"candidate,omitempty"`
+	// CandidateGrounding is the candidate grounding rules' digest.
+	CandidateGrounding string `json:"candidate_grounding,omitempty"`
 	// Groups are, in a what-if, the differing decisions by rule.
 	Groups []Group `json:"groups,omitempty"`
 }
@@ -202,6 +227,9 @@ func Runs(dir string, runs []string, opts Options) (*Report, error) {
 	if opts.Policy != nil {
 		rep.Candidate = opts.Policy.Digest()
 	}
+	if opts.Grounding != nil {
+		rep.CandidateGrounding = opts.Grounding.Digest()
+	}
 	for _, run := range runs {
 		rr, err := r.run(dir, run)
 		if err != nil {
@@ -212,7 +240,7 @@ func Runs(dir string, runs []string, opts Options) (*Report, error) {
 			rep.OK = false
 		}
 	}
-	if opts.Policy != nil {
+	if r.whatIf() {
 		rep.Groups = group(rep.Runs)
 	}
 	return rep, nil
@@ -227,7 +255,8 @@ type replayer struct {
 	opts     Options
 	policies map[string]policyResult
 	erasures map[string]content.Erasure
-	names    map[string]string // policy digest -> file name, from the index
+	names    map[string]string // policy or grounding rules digest -> file name, from the index
+	rules    map[string]rulesResult
 }
 
 type policyResult struct {
@@ -237,12 +266,12 @@ type policyResult struct {
 }
 
 func newReplayer(opts Options) *replayer {
-	r := &replayer{opts: opts, policies: map[string]policyResult{}, names: map[string]string{}}
+	r := &replayer{opts: opts, policies: map[string]policyResult{}, names: map[string]string{}, rules: map[string]rulesResult{}}
 	if opts.Content != nil {
 		r.erasures, _ = opts.Content.Erasures()
 		refs, _ := opts.Content.Refs()
 		for _, ref := range refs {
-			if ref.Kind == content.KindPolicy && ref.Name != "" {
+			if (ref.Kind == content.KindPolicy || ref.Kind == content.KindGrounding) && ref.Name != "" {
 				r.names[ref.Digest] = ref.Name
 			}
 		}
@@ -321,6 +350,7 @@ func (r *replayer) run(dir, run string) (*RunReport, error) {
 		auth   *policy.Authority
 		sc     = bufio.NewScanner(f)
 		failed bool
+		gs     = gates{}
 	)
 	sc.Buffer(make([]byte, 64<<10), journal.MaxLineBytes+1)
 	for sc.Scan() {
@@ -329,6 +359,8 @@ func (r *replayer) run(dir, run string) (*RunReport, error) {
 			continue // verify reports malformed lines
 		}
 		switch ev.Type {
+		case journal.TypeApprovalDecision, journal.TypeApprovalRefused, journal.TypeApprovalClaim, journal.TypeApprovalReopened:
+			gs.event(ev)
 		case journal.TypeRunOpen:
 			var o journal.RunOpen
 			if json.Unmarshal(ev.Data, &o) == nil {
@@ -347,15 +379,15 @@ func (r *replayer) run(dir, run string) (*RunReport, error) {
 				rep.Missing = append(rep.Missing, Missing{Seq: ev.Seq, Effect: ev.Effect, What: "decision", Why: "unreadable"})
 				continue
 			}
-			div, miss := r.decision(run, ev, &d, auth)
+			div, miss := r.decision(run, ev, &d, auth, gs)
 			switch {
-			case miss != nil:
-				rep.Missing = append(rep.Missing, *miss)
+			case len(miss) > 0:
+				rep.Missing = append(rep.Missing, miss...)
 			case div != nil:
 				rep.Divergences = append(rep.Divergences, *div)
 				// The recorded run replays up to its first divergence; a
 				// what-if looks at every decision.
-				failed = r.opts.Policy == nil
+				failed = !r.whatIf()
 			default:
 				rep.Identical++
 			}
@@ -380,14 +412,18 @@ func (r *replayer) run(dir, run string) (*RunReport, error) {
 }
 
 // decision replays one recorded decision.
-func (r *replayer) decision(run string, ev journal.Event, d *journal.Decision, auth *policy.Authority) (*Divergence, *Missing) {
+func (r *replayer) whatIf() bool { return r.opts.Policy != nil || r.opts.Grounding != nil }
+
+// decision replays one recorded decision: the grounding check first (a
+// provider call with a rule), then the policy, then the approval gate.
+func (r *replayer) decision(run string, ev journal.Event, d *journal.Decision, auth *policy.Authority, gs gates) (*Divergence, []Missing) {
 	div := &Divergence{Run: run, Seq: ev.Seq, Event: ev.ID, Effect: ev.Effect, Sink: string(d.Sink), Action: d.Action, Target: d.Target,
 		Recorded: Verdict{Outcome: d.Outcome, Refusal: d.Refusal, Rule: d.Rule, Enforced: d.Enforced, Allowed: d.Allowed}}
 	if d.RequestDigest == "" {
-		return nil, &Missing{Seq: ev.Seq, Effect: ev.Effect, What: "request", Why: "not captured"}
+		return nil, []Missing{{Seq: ev.Seq, Effect: ev.Effect, What: "request", Why: "not captured"}}
 	}
 	if auth == nil {
-		return nil, &Missing{Seq: ev.Seq, Effect: ev.Effect, What: "authority", Why: "the run has no readable run.open"}
+		return nil, []Missing{{Seq: ev.Seq, Effect: ev.Effect, What: "authority", Why: "the run has no readable run.open"}}
 	}
 	b, why := r.get(d.RequestDigest)
 	switch why {
@@ -396,11 +432,13 @@ func (r *replayer) decision(run string, ev journal.Event, d *journal.Decision, a
 		div.Changed, div.Detail = true, "the recorded request does not match its digest "+d.RequestDigest
 		return div, nil
 	default:
-		return nil, &Missing{Seq: ev.Seq, Effect: ev.Effect, What: "request", Digest: d.RequestDigest, Why: why}
+		// Say whether the records it cited are gone too (one person's
+		// erasure removes both).
+		return nil, append([]Missing{{Seq: ev.Seq, Effect: ev.Effect, What: "request", Digest: d.RequestDigest, Why: why}}, r.missingRecords(ev, d)...)
 	}
 	req, err := content.DecodeRequest(b)
 	if err != nil {
-		return nil, &Missing{Seq: ev.Seq, Effect: ev.Effect, What: "request", Digest: d.RequestDigest, Why: "unreadable: " + err.Error()}
+		return nil, []Missing{{Seq: ev.Seq, Effect: ev.Effect, What: "request", Digest: d.RequestDigest, Why: "unreadable: " + err.Error()}}
 	}
 	if req.Run != run || req.Effect != ev.Effect {
 		div.Changed, div.Detail = true, fmt.Sprintf("the recorded request is for %s %s, not this effect", req.Run, req.Effect)
@@ -416,9 +454,21 @@ func (r *replayer) decision(run string, ev journal.Event, d *journal.Decision, a
 		case pr.missing != nil:
 			m := *pr.missing
 			m.Seq, m.Effect = ev.Seq, ev.Effect
-			return nil, &m
+			return nil, []Missing{m}
 		}
 		pol = pr.p
+	}
+	eff := req.Described.Effect()
+	var groundDiff string
+	if req.Grounding != nil {
+		gr, cdiv, miss := r.ground(ev, d, req, div)
+		switch {
+		case cdiv != nil:
+			return cdiv, nil
+		case miss != nil:
+			return nil, []Missing{*miss}
+		}
+		eff.Grounding, groundDiff = gr.effect, gr.diff
 	}
 	mode := d.Mode
 	if r.opts.Mode != "" {
@@ -428,15 +478,26 @@ func (r *replayer) decision(run string, ev journal.Event, d *journal.Decision, a
 	if now.IsZero() {
 		now = ev.Time
 	}
-	got := pol.Decide(policy.Input{Mode: mode, Authority: *auth, Effect: req.Described.Effect(), Now: now})
+	in := policy.Input{Mode: mode, Authority: *auth, Effect: eff, Now: now}
+	got := pol.Decide(in)
+	if d.Approval != "" && mode == policy.ModeStrict && got.Approval != nil {
+		got = gs.gate(pol, in, got, d.Approval, d.ActionDigest)
+	}
 	div.Replayed = Verdict{Outcome: outcomeOf(got.Verdict), Refusal: got.Refusal, Rule: got.Rule, Enforced: got.Enforced, Allowed: got.Allowed}
-	if r.opts.Policy != nil || r.opts.Mode != "" {
+	if r.whatIf() || r.opts.Mode != "" {
 		// A what-if compares what was decided, not how it was explained.
 		r, w := div.Recorded, div.Replayed
 		if r.Outcome == w.Outcome && r.Refusal == w.Refusal && r.Rule == w.Rule && r.Enforced == w.Enforced {
 			return nil, nil
 		}
 		div.Detail = "decided differently"
+		if groundDiff != "" {
+			div.Detail += ": " + groundDiff
+		}
+		return div, nil
+	}
+	if groundDiff != "" {
+		div.Detail = groundDiff
 		return div, nil
 	}
 	if diff := compare(d, got); diff != "" {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"os"
@@ -8,9 +9,12 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/gatehouse/gatehouse/broker"
 	"github.com/gatehouse/gatehouse/broker/content"
 	"github.com/gatehouse/gatehouse/policy"
+	"github.com/gatehouse/gatehouse/sinks/provider"
 )
 
 // envOr reads an unprefixed environment variable the reference names
@@ -35,7 +39,7 @@ func envInt(env *cliEnv, name string, def int) int {
 // policy's source in it so replay can load it by digest, and starts the
 // eraser of unused content. The returned func stops the eraser and closes
 // the store; the sink is nil when capture is off.
-func openContent(c *serveConfig, pol *policy.Policy, log *slog.Logger) (broker.ContentSink, func(), error) {
+func openContent(ctx context.Context, js jetstream.JetStream, c *serveConfig, pol *policy.Policy, log *slog.Logger) (broker.ContentSink, func(), error) {
 	mode, err := content.ParseMode(c.journalCapture)
 	if err != nil {
 		return nil, nil, usageError("--journal-capture: %v", err)
@@ -43,11 +47,20 @@ func openContent(c *serveConfig, pol *policy.Policy, log *slog.Logger) (broker.C
 	if c.journalContentDays < 0 {
 		return nil, nil, usageError("--journal-content-days must be 0 or more")
 	}
+	if c.contentStore != "dir" && c.contentStore != "objectstore" {
+		return nil, nil, usageError("--content-store must be dir or objectstore, not %q", c.contentStore)
+	}
 	if mode == content.ModeOff {
 		return nil, func() {}, nil
 	}
 	var store *content.Store
-	if mode == content.ModeFull {
+	switch {
+	case mode != content.ModeFull:
+	case c.contentStore == "objectstore":
+		if store, err = content.OpenObjectStore(ctx, js, content.ObjectStoreConfig{Replicas: c.replicas}); err != nil {
+			return nil, nil, fmt.Errorf("content store: %w", err)
+		}
+	default:
 		if store, err = content.Open(filepath.Join(c.dataDir, "content"), content.Options{}); err != nil {
 			return nil, nil, fmt.Errorf("content store: %w", err)
 		}
@@ -69,9 +82,35 @@ func openContent(c *serveConfig, pol *policy.Policy, log *slog.Logger) (broker.C
 			}
 		}
 	}
+	if c.grounding != "" && store != nil {
+		// The grounding rules in force, by digest, so replay can run the
+		// checks of provider calls again. (A file edited between its load
+		// and this read is kept under another digest; replay then says the
+		// rules are not kept.)
+		if src, err := os.ReadFile(c.grounding); err != nil {
+			log.Warn("grounding rules source not kept: replay cannot check grounding", "file", c.grounding, "err", err)
+		} else if _, err := capt.AddGrounding(filepath.Base(c.grounding), src); err != nil {
+			log.Warn("grounding rules source not kept: replay cannot check grounding", "file", c.grounding, "err", err)
+		}
+	}
 	if store == nil {
 		return capt, func() {}, nil
 	}
 	er := content.StartEraser(store, content.EraserConfig{MaxAge: time.Duration(c.journalContentDays) * 24 * time.Hour, Logger: log})
 	return capt, func() { er.Close(); _ = store.Close() }, nil
+}
+
+// keepRecordContent makes every sink that keeps grounding records (the
+// provider sink) keep their bodies in the content store too, when capture
+// is full, so replay can run grounding checks again.
+func keepRecordContent(sinks []broker.Sink, capture broker.ContentSink) {
+	capt, ok := capture.(*content.Capturer)
+	if !ok || capt.Mode() != content.ModeFull {
+		return
+	}
+	for _, s := range sinks {
+		if p, ok := s.(*provider.Sink); ok {
+			p.KeepContent(capt)
+		}
+	}
 }

@@ -6,17 +6,22 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"strings"
 
 	"github.com/gatehouse/gatehouse/broker/content"
 	"github.com/gatehouse/gatehouse/broker/replay"
+	"github.com/gatehouse/gatehouse/grounding"
 	"github.com/gatehouse/gatehouse/policy"
 )
 
-const replayUsage = `Usage: gatehouse replay [DIR] [RUN] [--policy FILE] [--mode MODE] [--json]
+const replayUsage = `Usage: gatehouse replay [DIR] [RUN] [--policy FILE] [--grounding FILE] [--mode MODE] [--json]
 
 Decides every recorded effect of a run again from its recorded inputs (the
 request kept in the content store, the run's authority from run.open, the
-decision time) under the policy recorded with it, and reports per run:
+decision time) under the policy recorded with it, runs the grounding check
+of each provider call again from the records it read (kept in the content
+store) under the grounding rules recorded with it, replays approval gates
+from the approval events in the run, and reports per run:
 reproduced, diverged (at which event, and why), changed (recorded content
 fails its digest) or not replayable (content not captured or erased).
 Nothing is called and nothing acts. DIR defaults to DATA_DIR/journal; the
@@ -25,7 +30,9 @@ replayed.
 
 --policy FILE replays under a candidate rules file instead and reports what
 it would decide differently, grouped by rule (the what-if before switching
-modes); --mode decides in another mode than the recorded one (e.g. strict).
+modes); --grounding FILE checks provider calls under a candidate grounding
+rules file instead; --mode decides in another mode than the recorded one
+(e.g. strict).
 
 Exit status: 0 every decision reproduced, 1 a divergence, change or a run
 that cannot be replayed, 2 usage or unusable input.
@@ -33,13 +40,14 @@ that cannot be replayed, 2 usage or unusable input.
 
 func cmdReplay(_ context.Context, env *cliEnv, args []string) error {
 	var (
-		dataDir, contentDir, policyFile, mode string
-		asJSON                                bool
+		dataDir, contentDir, policyFile, groundingFile, mode string
+		asJSON                                               bool
 	)
 	fs := newEnvFlags(env, "replay", replayUsage)
 	fs.stringVar(&dataDir, "data-dir", ".gatehouse", "data dir whose journal and content to read")
 	fs.StringVar(&contentDir, "content", "", "content store (default DATA_DIR/content)")
 	fs.StringVar(&policyFile, "policy", "", "replay under this candidate rules file instead of the recorded policies")
+	fs.StringVar(&groundingFile, "grounding", "", "check provider calls under this candidate grounding rules file instead of the recorded rules")
 	fs.StringVar(&mode, "mode", "", "decide in this mode instead of the recorded one (off, report, strict)")
 	fs.BoolVar(&asJSON, "json", false, "print the report as JSON")
 	pos, err := fs.parse(args)
@@ -81,6 +89,13 @@ func cmdReplay(_ context.Context, env *cliEnv, args []string) error {
 		}
 		opts.Policy = p
 	}
+	if groundingFile != "" {
+		g, err := grounding.Load(groundingFile)
+		if err != nil {
+			return &exitError{code: exitUsage, err: fmt.Errorf("--grounding: %w", err)}
+		}
+		opts.Grounding = g
+	}
 	store, err := content.Open(contentDir, content.Options{})
 	if err != nil {
 		return &exitError{code: exitUsage, err: err}
@@ -105,12 +120,23 @@ func cmdReplay(_ context.Context, env *cliEnv, args []string) error {
 			return err
 		}
 	} else {
-		printReplay(env, rep, policyFile)
+		printReplay(env, rep, candidateName(policyFile, groundingFile))
 	}
 	if !rep.OK {
 		return &exitError{code: exitFindings}
 	}
 	return nil
+}
+
+// candidateName names a what-if's candidate files, "" for none.
+func candidateName(policyFile, groundingFile string) string {
+	switch {
+	case policyFile != "" && groundingFile != "":
+		return policyFile + " and " + groundingFile
+	case groundingFile != "":
+		return groundingFile
+	}
+	return policyFile
 }
 
 func validRun(s string) bool {
@@ -132,7 +158,11 @@ func printReplay(env *cliEnv, rep *replay.Report, policyFile string) {
 	for _, g := range rep.Groups {
 		n += len(g.Decisions)
 	}
-	fmt.Fprintf(w, "under %s (%s): %d decision(s) would be decided differently\n", policyFile, rep.Candidate, n)
+	digest := rep.Candidate
+	if digest == "" {
+		digest = rep.CandidateGrounding
+	}
+	fmt.Fprintf(w, "under %s (%s): %d decision(s) would be decided differently\n", policyFile, digest, n)
 	for _, g := range rep.Groups {
 		fmt.Fprintf(w, "  rule %s", g.Rule)
 		if g.Refusal != "" && string(g.Refusal) != g.Rule {
@@ -140,7 +170,11 @@ func printReplay(env *cliEnv, rep *replay.Report, policyFile string) {
 		}
 		fmt.Fprintf(w, ": %d decision(s) in %d run(s)\n", len(g.Decisions), len(g.Runs))
 		for _, d := range g.Decisions {
-			fmt.Fprintf(w, "    %s event %d %s.%s %s: recorded %s, would be %s\n", d.Run, d.Seq, d.Sink, d.Action, d.Target, d.Recorded, d.Replayed)
+			fmt.Fprintf(w, "    %s event %d %s.%s %s: recorded %s, would be %s", d.Run, d.Seq, d.Sink, d.Action, d.Target, d.Recorded, d.Replayed)
+			if why, ok := strings.CutPrefix(d.Detail, "decided differently: "); ok {
+				fmt.Fprintf(w, " (%s)", why) // what the candidate grounding found
+			}
+			fmt.Fprintln(w)
 		}
 	}
 	for _, r := range rep.Runs {

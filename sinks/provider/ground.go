@@ -48,6 +48,13 @@ import (
 //     taken from the agent's params. A run without input gives rules that
 //     need it nothing, and they refuse.
 //
+//   - Evidence. Each check notes what it was given and every answer the
+//     record store and rereads gave (content.Grounding, through
+//     broker.GroundingSource), which the broker keeps in the request blob;
+//     with KeepContent (JOURNAL_CAPTURE=full) each kept record's body is
+//     also kept in the content store under its digest, so replay can run
+//     the check again.
+//
 // Records are in the RecordStore shared by every broker (JetStream KV by
 // default, Redis when configured), so a read decided in one broker process
 // grounds a call decided in another.
@@ -103,10 +110,19 @@ func (s *Sink) ground(ctx context.Context, run *broker.Run, c *call, prop *broke
 			in.Reread = s.reread(run, *p)
 		}
 	}
+	// Every answer the check gets is noted, for replay (content store).
+	rec := &recorder{recs: in.Records, reread: in.Reread, g: recordInput(s.rules, &in, run)}
+	if in.Records != nil {
+		in.Records = rec
+	}
+	if in.Reread != nil {
+		in.Reread = rec.rereadFn
+	}
 	res := s.rules.Check(ctx, in)
 	if !res.Applied {
 		return nil
 	}
+	c.ground = rec.g
 	prop.Effect.Grounding = &policy.Grounding{Rule: res.Rule, Failures: res.Failures}
 	for _, ci := range res.Citations {
 		prop.Citations = append(prop.Citations, journal.Citation{Run: ci.Run, Effect: ci.Effect, Digest: ci.Digest, Path: ci.Path})
@@ -123,7 +139,11 @@ func (s *Sink) keep(ctx context.Context, run *broker.Run, prop *broker.Proposal,
 		Provider: c.prov.Name, Path: c.path, Body: resp.body, ReadAt: s.now(),
 		Citation: grounding.Citation{Run: run.ID, Effect: prop.ID, Digest: dg, Path: c.prov.Name + ":" + c.path},
 	}
-	return s.records.Keep(ctx, workflow(run), r)
+	if err := s.records.Keep(ctx, workflow(run), r); err != nil {
+		return err
+	}
+	s.keepContent(ctx, run, prop.ID, resp.body)
+	return nil
 }
 
 // markWritten notes, before a mutation is sent, that the workflow wrote to

@@ -117,6 +117,7 @@ import (
 	"golang.org/x/net/http/httpguts"
 
 	"github.com/gatehouse/gatehouse/broker"
+	"github.com/gatehouse/gatehouse/broker/content"
 	"github.com/gatehouse/gatehouse/broker/journal"
 	"github.com/gatehouse/gatehouse/grounding"
 	"github.com/gatehouse/gatehouse/policy"
@@ -162,6 +163,7 @@ type Sink struct {
 	clients map[string]*http.Client
 
 	rereads rereader
+	content keeper
 }
 
 var _ broker.Sink = (*Sink)(nil)
@@ -254,6 +256,7 @@ type call struct {
 	body        []byte // nil: no body
 	contentType string
 	opID        string
+	ground      *content.Grounding // what the grounding check was given, when a rule applied
 }
 
 // Name implements broker.Sink.

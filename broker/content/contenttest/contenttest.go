@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/gatehouse/gatehouse/broker"
+	"github.com/gatehouse/gatehouse/broker/approval"
 	"github.com/gatehouse/gatehouse/broker/client"
 	"github.com/gatehouse/gatehouse/broker/content"
 	"github.com/gatehouse/gatehouse/broker/embedded"
@@ -33,6 +34,7 @@ type Env struct {
 	JS         jetstream.JetStream
 	App        *client.Client
 	Agent      *client.Client
+	Approvals  *approval.Service // with Config.Approvals
 }
 
 // Rules is a rules file with one deny rule, no-leaks, for outputs whose
@@ -49,6 +51,34 @@ effects:
 // is time.Now).
 func Start(t testing.TB, mode policy.Mode, capture content.Mode, rules string, now func() time.Time) *Env {
 	t.Helper()
+	return StartWith(t, Config{Mode: mode, Capture: capture, Rules: rules, Now: now})
+}
+
+// Config configures StartWith. The zero value runs report mode with full
+// capture and the built-in rules, serving the output sink.
+type Config struct {
+	Mode    policy.Mode
+	Capture content.Mode
+	Rules   string           // policy rules file text ("" built-in rules)
+	Now     func() time.Time // the content store's clock
+	// Sinks builds more sinks on env's NATS, after the content store is
+	// open (env.Capturer is set) and before the broker starts.
+	Sinks func(t testing.TB, env *Env) []broker.Sink
+	// Approvals gives the broker an approval service (env.Approvals) on a
+	// JetStream KV bucket.
+	Approvals bool
+}
+
+// StartWith runs Gatehouse as cfg says.
+func StartWith(t testing.TB, cfg Config) *Env {
+	t.Helper()
+	mode, capture, rules, now := cfg.Mode, cfg.Capture, cfg.Rules, cfg.Now
+	if mode == "" {
+		mode = policy.ModeReport
+	}
+	if capture == "" {
+		capture = content.ModeFull
+	}
 	dir := t.TempDir()
 	env := &Env{Dir: dir, JournalDir: filepath.Join(dir, "journal"), ContentDir: filepath.Join(dir, "content")}
 	ns, err := embedded.Start(embedded.Config{Dir: filepath.Join(dir, "nats"), Port: -1})
@@ -94,7 +124,21 @@ func Start(t testing.TB, mode policy.Mode, capture content.Mode, rules string, n
 	if capture == content.ModeOff {
 		sink = nil
 	}
-	if env.Broker, err = broker.New(broker.Config{Mode: mode, Content: sink}, runs, broker.NewRecorder(env.JS, 5*time.Second), pol, out); err != nil {
+	sinks := []broker.Sink{out}
+	if cfg.Sinks != nil {
+		sinks = append(sinks, cfg.Sinks(t, env)...)
+	}
+	rec := broker.NewRecorder(env.JS, 5*time.Second)
+	bcfg := broker.Config{Mode: mode, Content: sink}
+	if cfg.Approvals {
+		st, err := approval.NewKVStore(ctx, env.JS, subject.ApprovalsBucket, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		env.Approvals = approval.New(st, rec, approval.Config{})
+		bcfg.Approvals = env.Approvals
+	}
+	if env.Broker, err = broker.New(bcfg, runs, rec, pol, sinks...); err != nil {
 		t.Fatal(err)
 	}
 	svc, err := broker.Serve(nc, env.Broker, broker.ServiceConfig{})
