@@ -66,7 +66,10 @@ func TestPagesGolden(t *testing.T) {
 		Unknown: []approval.Request{request(4, approval.StateOutcomeUnknown)}, Recent: []approval.Request{approved}, CSRF: "csrf-token-fixture"}
 
 	for name, c := range map[string]templ.Component{
-		"login.html":           LoginPage(LoginView{CSRF: "csrf-token-fixture", Next: "/approvals", Error: "Wrong name or password."}),
+		"login.html":      LoginPage(LoginView{CSRF: "csrf-token-fixture", Next: "/approvals", Error: "Wrong name or password."}),
+		"login-code.html": LoginPage(LoginView{CSRF: "csrf-token-fixture", Next: "/approvals", Pending: "pending-fixture"}),
+		"status-operator.html": StatusShell(Nav{User: "olga", CSRF: "csrf-token-fixture", Active: "status", Review: true, Reload: true},
+			Status{Mode: "strict", PolicyName: "rules.yaml", PolicyDigest: "sha256:0f", Started: t0, Now: t0.Add(time.Hour)}),
 		"setup.html":           SetupPage(SetupView{CSRF: "csrf-token-fixture", Token: "setup-token"}),
 		"approvals.html":       ApprovalsPage(ApprovalsView{Nav: nav("approvals"), Queue: q}),
 		"approvals-empty.html": ApprovalsPage(ApprovalsView{Nav: nav("approvals"), Queue: QueueView{CSRF: "x"}}),

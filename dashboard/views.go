@@ -28,6 +28,7 @@ type Nav struct {
 	Approvals bool
 	Review    bool
 	Evidence  bool
+	Reload    bool // may reload the policy from the status page
 }
 
 func (n Nav) csrfHeaders() string {
@@ -40,6 +41,9 @@ type LoginView struct {
 	CSRF  string
 	Next  string
 	Error string
+	// Pending, when set, asks for the TOTP code of a sign-in whose
+	// password was right; it is the token of that half-done sign-in.
+	Pending string
 }
 
 // SetupView is the first-run form that creates the first admin.

@@ -16,6 +16,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/mxschmitt/playwright-go"
 
@@ -470,10 +471,81 @@ func TestUsersCLI(t *testing.T) {
 	if fi, _ := os.Stat(filepath.Join(data, "users.json")); fi.Mode().Perm() != 0o600 {
 		t.Errorf("users.json mode %v", fi.Mode())
 	}
+	// TOTP: enrolled once with the secret printed, listed without it.
+	tj := gh(t, "users", "totp", "aud", "--data-dir", data, "--json")
+	var enrolled struct{ URI, Secret string }
+	if tj.code != 0 || json.Unmarshal([]byte(tj.stdout), &enrolled) != nil || !strings.HasPrefix(enrolled.URI, "otpauth://totp/") || enrolled.Secret == "" {
+		t.Errorf("users totp: %+v", tj)
+	}
+	if l := gh(t, "users", "list", "--data-dir", data); !strings.Contains(l.stdout, "totp") {
+		t.Errorf("list does not show the second factor: %s", l.stdout)
+	}
+	if l := gh(t, "users", "list", "--data-dir", data, "--json"); strings.Contains(l.stdout, enrolled.Secret) {
+		t.Errorf("list --json shows the TOTP secret: %s", l.stdout)
+	}
+	if r := gh(t, "users", "totp", "nobody", "--data-dir", data); r.code != 1 {
+		t.Errorf("totp of an unknown user: %+v", r)
+	}
 	if r := gh(t, "users", "remove", "rita", "--data-dir", data); r.code != 0 {
 		t.Errorf("remove: %+v", r)
 	}
 	if r := gh(t, "users", "remove", "rita", "--data-dir", data); r.code != 1 {
 		t.Errorf("remove twice: %+v", r)
 	}
+}
+
+// A reviewer who enrolled TOTP signs in in Chromium with password and code
+// and approves a request whose rule needs assurance mfa; the agent's retry
+// runs.
+func TestTOTPReviewerApprovesMFARuleInChromium(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts gatehouse serve and Chromium")
+	}
+	data := t.TempDir()
+	pol := filepath.Join(data, "policy.yaml")
+	must(t, os.WriteFile(pol, []byte("approvals:\n  - name: big-payouts\n    match: {sink: output}\n    roles: [reviewer]\n    assurance: mfa\n"), 0o600))
+	if r := ghIn(t, dashPassword+"\n", "users", "add", "tom", "--role", "reviewer", "--data-dir", data, "--password-stdin"); r.code != 0 {
+		t.Fatalf("users add: %+v", r)
+	}
+	tj := gh(t, "users", "totp", "tom", "--data-dir", data, "--json")
+	var enrolled struct{ Secret string }
+	if tj.code != 0 || json.Unmarshal([]byte(tj.stdout), &enrolled) != nil {
+		t.Fatalf("users totp: %+v", tj)
+	}
+	srv := serve(t, data, "--mode", "strict", "--policy", pol)
+	defer srv.stop(t)
+	run := runID.FindString(gh(t, "work", "open", "--tenant", "acme", "--person", "alice", "--data-dir", data).stdout)
+	result := `{"amount":"9000.00","iban":"DE89370400440532013000"}`
+	if held := gh(t, "effect", "output", "--run", run, "--status", "ok", "--result", result, "--data-dir", data); !strings.Contains(held.stdout+held.stderr, "held") {
+		t.Fatalf("effect not held: %+v", held)
+	}
+
+	v := newViewer(t, srv.ep.HTTP, artifactsDir(t, "screenshots"), "desktop")
+	v.user = "tom"
+	v.goTo("/login")
+	must(t, v.page.Locator("input[name=name]").Fill("tom"))
+	must(t, v.page.Locator("input[name=password]").Fill(dashPassword))
+	must(t, v.page.Locator("button[type=submit]").Click())
+	code := v.page.Locator("input[name=code]")
+	must(t, code.WaitFor())
+	v.shot("login-totp")
+	now, err := web.TOTPCode(enrolled.Secret, time.Now())
+	must(t, err)
+	must(t, code.Fill(now))
+	must(t, v.page.Locator("button[type=submit]").Click())
+	must(t, v.page.WaitForURL(func(u string) bool { return !strings.Contains(u, "/login") }))
+	v.goTo("/approvals")
+	card := v.page.Locator("[data-testid=request][data-state=pending]", playwright.PageLocatorOptions{HasText: run})
+	must(t, card.WaitFor())
+	id, err := card.GetAttribute("id")
+	must(t, err)
+	must(t, card.Locator("[data-testid=approve]").Click())
+	if err := v.page.Locator("[data-testid=recent][data-state=approved][data-id=" + strings.TrimPrefix(id, "req-") + "]").WaitFor(); err != nil {
+		v.shot("failed")
+		t.Fatalf("the mfa-rule request was not approved: %v", err)
+	}
+	if again := gh(t, "effect", "output", "--run", run, "--status", "ok", "--result", result, "--data-dir", data); again.code != 0 {
+		t.Errorf("approved effect: %+v", again)
+	}
+	v.noErrors()
 }

@@ -47,6 +47,9 @@ func TestBrokenPolicyRefusesEverythingAndSaysSo(t *testing.T) {
 	if err := os.WriteFile(bad, []byte("effects:\n  - name: x\n    decision: deny\n    match: {colour: red}\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	if r := ghIn(t, dashPassword+"\n", "users", "add", "olga", "--role", "operator", "--data-dir", data, "--password-stdin"); r.code != 0 {
+		t.Fatalf("users add: %+v", r)
+	}
 	s := serve(t, data, "--policy", bad)
 	open := gh(t, "work", "open", "--data-dir", data, "--tenant", "acme", "--person", "ada")
 	run := strings.TrimSpace(open.stdout)
@@ -61,7 +64,7 @@ func TestBrokenPolicyRefusesEverythingAndSaysSo(t *testing.T) {
 	if len(reply.Decision.Reasons) == 0 || !strings.Contains(reply.Decision.Reasons[0].Detail, "rules.yaml") {
 		t.Fatalf("the reason does not name the file: %+v", reply.Decision.Reasons)
 	}
-	page := get(t, s.ep.HTTP+"/")
+	page := signIn(t, s.ep.HTTP, "olga").get(t, "/status")
 	if !strings.Contains(page, "Policy could not be read") || !strings.Contains(page, "colour") {
 		t.Fatalf("status page does not say the policy is broken:\n%s", page)
 	}

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/labstack/echo/v4"
+
+	"github.com/gatehouse/gatehouse/dashboard"
 )
 
 // Cookie names.
@@ -224,3 +226,123 @@ func constantEqual(a, b string) bool { return subtle.ConstantTimeCompare([]byte(
 
 // NewSetupToken returns a random token for the first-run setup link.
 func NewSetupToken() string { return randomToken() }
+
+// pendingLogins holds sign-ins whose password was right and whose TOTP
+// code is still to come: a random token (in the code form) to the user,
+// for five minutes. Safe for concurrent use.
+type pendingLogins struct {
+	mu  sync.Mutex
+	m   map[string]pendingLogin
+	now func() time.Time
+}
+
+type pendingLogin struct {
+	user    User
+	expires time.Time
+}
+
+const pendingTTL = 5 * time.Minute
+
+func (p *pendingLogins) add(u User) string {
+	tok := randomToken()
+	now := p.now()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for k, x := range p.m {
+		if now.After(x.expires) {
+			delete(p.m, k)
+		}
+	}
+	p.m[tok] = pendingLogin{user: u, expires: now.Add(pendingTTL)}
+	return tok
+}
+
+func (p *pendingLogins) get(tok string) (User, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	x, ok := p.m[tok]
+	if !ok || p.now().After(x.expires) {
+		delete(p.m, tok)
+		return User{}, false
+	}
+	return x.user, true
+}
+
+func (p *pendingLogins) drop(tok string) {
+	p.mu.Lock()
+	delete(p.m, tok)
+	p.mu.Unlock()
+}
+
+// loginCode is the second step of a TOTP user's sign-in: the form carries
+// the pending token the password step issued and the code. A wrong or
+// replayed code counts as a failed sign-in; the right one starts a session
+// of assurance mfa.
+func (a *app) loginCode(c echo.Context, tok, next string) error {
+	u, ok := a.pending.get(tok)
+	if !ok {
+		return render(c, http.StatusUnauthorized, dashboard.LoginPage(dashboard.LoginView{CSRF: a.csrfToken(c), Next: next,
+			Error: "That sign-in took too long. Start again."}))
+	}
+	return a.checkCode(c, u, tok, c.FormValue("code"), next)
+}
+
+// checkCode verifies u's TOTP code; tok is the pending sign-in to keep
+// (on a wrong code) or drop (on success).
+func (a *app) checkCode(c echo.Context, u User, tok, code, next string) error {
+	ip := "ip:" + c.RealIP()
+	if a.limit.blocked("user:"+u.Name, ip) {
+		a.pending.drop(tok)
+		return render(c, http.StatusTooManyRequests, dashboard.LoginPage(dashboard.LoginView{CSRF: a.csrfToken(c), Next: next,
+			Error: "Too many failed sign-ins. Wait 15 minutes and try again."}))
+	}
+	step, ok := a.cfg.Users.CheckTOTP(u.Name, code, a.now())
+	if ok && !a.totpUsed.claim(u.Name, step) {
+		ok = false
+		a.log().Warn("login refused: TOTP code replayed", "user", u.Name, "ip", c.RealIP())
+	}
+	if !ok {
+		a.limit.fail("user:"+u.Name, ip)
+		a.log().Info("login failed: wrong TOTP code", "user", u.Name, "ip", c.RealIP())
+		if tok == "" {
+			tok = a.pending.add(u)
+		}
+		return render(c, http.StatusUnauthorized, dashboard.LoginPage(dashboard.LoginView{CSRF: a.csrfToken(c), Next: next,
+			Pending: tok, Error: "Wrong or already used code. Enter the current code from your authenticator."}))
+	}
+	a.pending.drop(tok)
+	a.limit.reset("user:" + u.Name)
+	a.startSession(c, u, AssuranceMFA)
+	if next == "/" {
+		next = a.home(a.session(c))
+	}
+	return c.Redirect(http.StatusSeeOther, next)
+}
+
+// apiRole is requireRole for JSON endpoints: 401 without a session (no
+// redirect to the sign-in page), 403 without the role.
+func (a *app) apiRole(roles ...Role) echo.MiddlewareFunc {
+	return func(next echo.HandlerFunc) echo.HandlerFunc {
+		return func(c echo.Context) error {
+			ss := a.session(c)
+			if ss == nil {
+				return echo.NewHTTPError(http.StatusUnauthorized, "sign in first")
+			}
+			for _, r := range roles {
+				if ss.User.Has(r) {
+					return next(c)
+				}
+			}
+			return echo.NewHTTPError(http.StatusForbidden, "your role does not allow this")
+		}
+	}
+}
+
+// reloadPolicy re-reads the policy file, as SIGHUP does, and shows the
+// status page: the new digest, or in red why the file could not be read
+// (everything is refused then).
+func (a *app) reloadPolicy(c echo.Context) error {
+	err := a.cfg.ReloadPolicy()
+	a.log().Info("policy reload asked from the dashboard", "by", a.session(c).User.Name, "ok", err == nil)
+	return c.Redirect(http.StatusSeeOther, "/status")
+}

@@ -48,6 +48,8 @@ type app struct {
 	cfg      Config
 	sessions *sessions
 	limit    *limiter
+	pending  *pendingLogins
+	totpUsed *totpUsed
 	now      func() time.Time
 
 	setupMu sync.Mutex
@@ -64,7 +66,9 @@ func newApp(cfg Config) *app {
 	}
 	return &app{cfg: cfg, now: now,
 		sessions: &sessions{m: map[string]*Session{}, ttl: ttl, now: now},
-		limit:    &limiter{fails: map[string][]time.Time{}, max: 5, window: 15 * time.Minute, now: now}}
+		limit:    &limiter{fails: map[string][]time.Time{}, max: 5, window: 15 * time.Minute, now: now},
+		pending:  &pendingLogins{m: map[string]pendingLogin{}, now: now},
+		totpUsed: &totpUsed{last: map[string]uint64{}}}
 }
 
 func (a *app) routes(e *echo.Echo) {
@@ -86,6 +90,10 @@ func (a *app) routes(e *echo.Echo) {
 	e.GET("/status", func(c echo.Context) error {
 		return render(c, http.StatusOK, dashboard.StatusShell(a.nav(c, "status"), a.cfg.Status()))
 	}, any)
+	e.GET("/api/status", func(c echo.Context) error { return c.JSON(http.StatusOK, a.cfg.Status()) }, a.apiRole(RoleOperator))
+	if a.cfg.ReloadPolicy != nil {
+		e.POST("/status/reload-policy", a.reloadPolicy, a.requireRole(RoleOperator), a.noTenant)
+	}
 
 	if a.cfg.Approvals != nil {
 		rev := a.requireRole(RoleReviewer)
@@ -126,6 +134,7 @@ func (a *app) nav(c echo.Context, active string) dashboard.Nav {
 		n.Approvals = ss.User.Has(RoleReviewer) && a.cfg.Approvals != nil
 		n.Review = ss.User.Has(RoleOperator) && ss.User.Tenant == ""
 		n.Evidence = ss.User.Has(RoleAuditor)
+		n.Reload = a.cfg.ReloadPolicy != nil && ss.User.Has(RoleOperator) && ss.User.Tenant == ""
 	}
 	return n
 }
@@ -140,6 +149,9 @@ func (a *app) loginForm(c echo.Context) error {
 
 func (a *app) login(c echo.Context) error {
 	name, pw, next := c.FormValue("name"), c.FormValue("password"), safeNext(c.FormValue("next"))
+	if tok := c.FormValue("pending"); tok != "" {
+		return a.loginCode(c, tok, next)
+	}
 	ip := "ip:" + c.RealIP()
 	if a.limit.blocked("user:"+name, ip) {
 		a.log().Warn("login refused: too many failures", "user", name, "ip", c.RealIP())
@@ -153,24 +165,30 @@ func (a *app) login(c echo.Context) error {
 		return render(c, http.StatusUnauthorized, dashboard.LoginPage(dashboard.LoginView{CSRF: a.csrfToken(c), Next: next,
 			Error: "Wrong name or password."}))
 	}
+	if u.TOTPEnrolled { // the password was right; now the code
+		if code := c.FormValue("code"); code != "" {
+			return a.checkCode(c, *u, "", code, next)
+		}
+		return render(c, http.StatusOK, dashboard.LoginPage(dashboard.LoginView{CSRF: a.csrfToken(c), Next: next, Pending: a.pending.add(*u)}))
+	}
 	a.limit.reset("user:" + name)
-	a.startSession(c, *u)
+	a.startSession(c, *u, AssurancePassword)
 	if next == "/" {
 		next = a.home(a.session(c))
 	}
 	return c.Redirect(http.StatusSeeOther, next)
 }
 
-func (a *app) startSession(c echo.Context, u User) {
+func (a *app) startSession(c echo.Context, u User, assurance string) {
 	if old, err := c.Cookie(sessionCookie); err == nil {
 		a.sessions.drop(old.Value)
 	}
-	ss := a.sessions.create(u, AssurancePassword)
+	ss := a.sessions.create(u, assurance)
 	c.SetCookie(&http.Cookie{Name: sessionCookie, Value: ss.ID, Path: "/", HttpOnly: true, Secure: a.cfg.SecureCookies,
 		SameSite: http.SameSiteStrictMode, Expires: ss.Expires})
 	c.Set("session", ss)
 	a.newCSRF(c) // a fresh token for the new session
-	a.log().Info("signed in", "user", u.Name, "roles", u.Roles)
+	a.log().Info("signed in", "user", u.Name, "roles", u.Roles, "assurance", assurance)
 }
 
 func (a *app) logout(c echo.Context) error {
@@ -213,7 +231,7 @@ func (a *app) setup(c echo.Context) error {
 		return render(c, http.StatusBadRequest, dashboard.SetupPage(dashboard.SetupView{CSRF: a.csrfToken(c), Token: tok, Error: msg}))
 	}
 	a.log().Info("first admin created", "user", u.Name)
-	a.startSession(c, u)
+	a.startSession(c, u, AssurancePassword)
 	return c.Redirect(http.StatusSeeOther, "/status")
 }
 

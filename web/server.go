@@ -4,7 +4,9 @@
 // Prometheus metrics. It listens on loopback by default.
 //
 // With Config.Users set, every page but /login, /setup, /static, /healthz,
-// /readyz and /metrics needs a signed-in user, and each page a role:
+// /readyz and /metrics needs a signed-in user, and each page a role
+// (/api/status, which names the NATS URL and file paths, an operator:
+// 401 without a session, 403 for other roles):
 // approvals the reviewer role, policy review the operator role, evidence
 // the auditor role (bound to one tenant: another tenant's pages and export
 // answer 404), admins everything. Sessions are 32 random bytes in an
@@ -12,7 +14,9 @@
 // everyone out) and expire after Config.SessionTTL. Every POST carries a
 // double-submit CSRF token (403 without it). Five failed sign-ins for one
 // name or one address within 15 minutes block further tries for that
-// window. Passwords are stored as argon2id hashes (users.go). Without
+// window. Passwords are stored as argon2id hashes (users.go); a user with
+// a TOTP authenticator (totp.go) gives its code after the password, and
+// that session has assurance mfa instead of password. Without
 // Config.Users only the public status page is served at /.
 package web
 
@@ -66,6 +70,11 @@ type Config struct {
 	// Integrity serves /.well-known/did.json and the checkpoint
 	// endpoints (wellknown.go); nil serves neither.
 	Integrity *Integrity
+	// ReloadPolicy re-reads the policy file (serve's SIGHUP does the
+	// same); the status page offers it to operators. It returns the
+	// error of a file that could not be read, after which everything is
+	// refused. nil hides the button.
+	ReloadPolicy func() error
 }
 
 // Server is a running HTTP server.
@@ -132,7 +141,10 @@ func New(cfg Config) *echo.Echo {
 		}
 		return c.String(http.StatusOK, "ready\n")
 	})
-	e.GET("/api/status", func(c echo.Context) error { return c.JSON(http.StatusOK, cfg.Status()) })
+	if cfg.Users == nil {
+		// No dashboard users: the status is as public as the page at /.
+		e.GET("/api/status", func(c echo.Context) error { return c.JSON(http.StatusOK, cfg.Status()) })
+	}
 	if cfg.Metrics != nil {
 		e.GET("/metrics", echo.WrapHandler(cfg.Metrics))
 	}

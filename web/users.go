@@ -65,6 +65,11 @@ type User struct {
 	Tenant  string    `json:"tenant,omitempty"` // required for auditors: the one tenant they see
 	Hash    string    `json:"hash"`             // $argon2id$v=19$m=...,t=...,p=...$salt$key
 	Created time.Time `json:"created"`
+	// TOTP is the base32 secret of the user's authenticator (totp.go), ""
+	// when none is enrolled. Like Hash, it never leaves the store: List and
+	// Authenticate clear it and set TOTPEnrolled.
+	TOTP         string `json:"totp,omitempty"`
+	TOTPEnrolled bool   `json:"totp_enrolled,omitempty"`
 }
 
 // Has reports whether u holds role r (admins hold every role).
@@ -173,6 +178,9 @@ func (s *Users) load() ([]User, error) {
 }
 
 func (s *Users) save(users []User) error {
+	for i := range users {
+		users[i].TOTPEnrolled = users[i].TOTP != ""
+	}
 	sort.Slice(users, func(i, j int) bool { return users[i].Name < users[j].Name })
 	b, _ := json.MarshalIndent(usersFile{Users: users}, "", "  ")
 	if err := os.MkdirAll(filepath.Dir(s.path), 0o700); err != nil {
@@ -208,6 +216,7 @@ func (s *Users) List() ([]User, error) {
 	users, err := s.load()
 	for i := range users {
 		users[i].Hash = ""
+		users[i].TOTPEnrolled, users[i].TOTP = users[i].TOTP != "", ""
 	}
 	return users, err
 }
@@ -302,5 +311,34 @@ func (s *Users) Authenticate(name, password string) (*User, error) {
 	}
 	u := users[i]
 	u.Hash = ""
+	u.TOTPEnrolled, u.TOTP = u.TOTP != "", ""
 	return &u, nil
+}
+
+// SetTOTP enrols secret (base32, from NewTOTPSecret) as name's second
+// factor, replacing any earlier one; "" removes it.
+func (s *Users) SetTOTP(name, secret string) error {
+	if secret != "" {
+		if _, err := decodeTOTPSecret(secret); err != nil {
+			return err
+		}
+	}
+	return s.update(name, func(u *User) { u.TOTP = secret })
+}
+
+// CheckTOTP reports the time step of code if it is name's code at now
+// (±1 step). Replays are the caller's to refuse (totpUsed). An unknown
+// name or a user without TOTP never matches.
+func (s *Users) CheckTOTP(name, code string, now time.Time) (uint64, bool) {
+	s.mu.Lock()
+	users, err := s.load()
+	s.mu.Unlock()
+	if err != nil {
+		return 0, false
+	}
+	i := slices.IndexFunc(users, func(u User) bool { return u.Name == name })
+	if i < 0 || users[i].TOTP == "" {
+		return 0, false
+	}
+	return matchTOTP(users[i].TOTP, code, now)
 }

@@ -25,6 +25,7 @@ the next sign-in.
 Commands:
   add NAME --role ROLE [--role ROLE...] [--tenant T] [--password-stdin]
   passwd NAME [--password-stdin]
+  totp NAME [--remove] [--json]
   remove NAME
   list [--json]
 
@@ -32,6 +33,14 @@ Roles: reviewer (approvals), operator (policy review), auditor (one
 tenant's evidence; needs --tenant), admin (everything). Further roles
 named by your approvals: rules (e.g. finance) may be added beside them.
 Without --password-stdin the password is asked for twice at the terminal.
+
+'totp' enrols a TOTP authenticator (RFC 6238: 6 digits, 30 s, SHA-1) as
+the user's second factor, replacing any earlier one: it prints the
+otpauth:// URI and the base32 secret once, to add to an authenticator app.
+From then on the dashboard asks for the code after the password, and the
+session has assurance mfa (approvals rules with 'assurance: mfa' accept
+it). The secret is kept in users.json (mode 0600), not encrypted: guard
+that file. --remove drops the second factor.
 
 Exit status: 0 done, 1 refused (user exists, no such user), 2 usage.
 `
@@ -51,6 +60,8 @@ func cmdUsers(_ context.Context, env *cliEnv, args []string) error {
 		pwStdin bool
 		asJSON  bool
 		sub     = args[0]
+
+		totpRemove bool
 	)
 	fs := newEnvFlags(env, "users "+sub, usersUsage)
 	fs.stringVar(&dataDir, "data-dir", ".gatehouse", "data dir holding users.json")
@@ -63,6 +74,9 @@ func cmdUsers(_ context.Context, env *cliEnv, args []string) error {
 		fs.BoolVar(&pwStdin, "password-stdin", false, "read the password from the first line of standard input")
 	case "list":
 		fs.BoolVar(&asJSON, "json", false, "print the users as JSON")
+	case "totp":
+		fs.BoolVar(&asJSON, "json", false, "print the URI and secret as JSON")
+		fs.BoolVar(&totpRemove, "remove", false, "remove the user's TOTP second factor")
 	case "remove":
 	default:
 		fmt.Fprint(env.stderr, usersUsage)
@@ -107,6 +121,9 @@ func cmdUsers(_ context.Context, env *cliEnv, args []string) error {
 			if u.Tenant != "" {
 				line += "  tenant " + u.Tenant
 			}
+			if u.TOTPEnrolled {
+				line += "  totp"
+			}
 			fmt.Fprintln(env.stdout, line)
 		}
 		return nil
@@ -124,6 +141,9 @@ func cmdUsers(_ context.Context, env *cliEnv, args []string) error {
 		return usageError("users %s takes one NAME", sub)
 	}
 	name := pos[0]
+	if sub == "totp" {
+		return usersTOTP(env, store, name, totpRemove, asJSON, refused)
+	}
 	if sub == "add" {
 		if len(roles) == 0 {
 			return usageError("users add needs --role (reviewer, operator, auditor or admin)")
@@ -230,4 +250,34 @@ func dashboardUsers(dataDir string) (*web.Users, string, error) {
 		return users, "", nil
 	}
 	return users, web.NewSetupToken(), nil
+}
+
+// usersTOTP enrols (or with remove drops) name's TOTP second factor and
+// prints the secret once.
+func usersTOTP(env *cliEnv, store *web.Users, name string, remove, asJSON bool, refused func(error) error) error {
+	if remove {
+		if err := store.SetTOTP(name, ""); err != nil {
+			return refused(err)
+		}
+		fmt.Fprintf(env.stdout, "%s signs in with a password alone now (assurance password).\n", name)
+		return nil
+	}
+	secret := web.NewTOTPSecret()
+	if err := store.SetTOTP(name, secret); err != nil {
+		return refused(err)
+	}
+	uri := web.TOTPURI("Gatehouse", name, secret)
+	if asJSON {
+		return json.NewEncoder(env.stdout).Encode(struct {
+			User   string `json:"user"`
+			URI    string `json:"uri"`
+			Secret string `json:"secret"`
+		}{name, uri, secret})
+	}
+	fmt.Fprintf(env.stdout, `TOTP enrolled for %s. Add it to an authenticator app now: it is not shown again.
+  URI     %s
+  secret  %s (SHA-1, 6 digits, 30 s)
+The dashboard asks %s for the code after the password from the next sign-in on.
+`, name, uri, secret, name)
+	return nil
 }

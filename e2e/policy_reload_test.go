@@ -1,0 +1,160 @@
+package e2e
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/cookiejar"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/gatehouse/gatehouse/broker"
+)
+
+// TestPolicyReload changes serve's policy file under it: SIGHUP puts the
+// new rules in force; a file that cannot be read refuses everything with
+// policy-unreadable and the status page says so; the status page's
+// "Reload policy" button (operator, CSRF) puts the fixed file back.
+func TestPolicyReload(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts gatehouse serve")
+	}
+	data := t.TempDir()
+	pol := filepath.Join(data, "rules.yaml")
+	must(t, os.WriteFile(pol, []byte("effects:\n  - name: nothing\n    decision: deny\n    match: {sink: output, target: \"never*\"}\n"), 0o600))
+	if r := ghIn(t, dashPassword+"\n", "users", "add", "olga", "--role", "operator", "--data-dir", data, "--password-stdin"); r.code != 0 {
+		t.Fatalf("users add: %+v", r)
+	}
+	s := serve(t, data, "--mode", "strict", "--policy", pol)
+	defer s.stop(t)
+	run := strings.TrimSpace(gh(t, "work", "open", "--data-dir", data, "--tenant", "acme", "--person", "ada").stdout)
+	if !broker.ValidRunID(run) {
+		t.Fatalf("work open printed %q", run)
+	}
+	propose := func() (broker.EffectReply, int) {
+		r := gh(t, "effect", "output", "--data-dir", data, "--run", run, "--status", "leak-1", "--result", "1", "--json")
+		var reply broker.EffectReply
+		if err := json.Unmarshal([]byte(r.stdout), &reply); err != nil || reply.Decision == nil {
+			t.Fatalf("effect: %v %q %q", err, r.stdout, r.stderr)
+		}
+		return reply, r.code
+	}
+	// until proposes until the decision is what want accepts: the reload
+	// is asynchronous to the signal.
+	until := func(what string, want func(broker.EffectReply, int) bool) broker.EffectReply {
+		t.Helper()
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			reply, code := propose()
+			if want(reply, code) {
+				return reply
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: last decision %+v (exit %d)", what, reply.Decision, code)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	if reply, code := propose(); code != 0 || reply.Decision.Refusal != "" {
+		t.Fatalf("before the change: exit %d %+v", code, reply.Decision)
+	}
+	op := signIn(t, s.ep.HTTP, "olga")
+	digest0 := op.status(t).PolicyDigest
+
+	// The file now denies leaks; SIGHUP puts it in force.
+	must(t, os.WriteFile(pol, []byte(rules), 0o600))
+	must(t, s.cmd.Process.Signal(syscall.SIGHUP))
+	until("the new rule after SIGHUP", func(r broker.EffectReply, code int) bool {
+		return code == 1 && r.Decision.Rule == "no-leaks" && r.Decision.Enforced
+	})
+	if st := op.status(t); st.PolicyDigest == digest0 || st.PolicyDigest == "" || st.PolicyError != "" {
+		t.Fatalf("status after reload: digest %q (was %q), error %q", st.PolicyDigest, digest0, st.PolicyError)
+	}
+
+	// A broken file: fail closed, and say so in red.
+	must(t, os.WriteFile(pol, []byte("effects:\n  - name: x\n    decision: deny\n    match: {colour: red}\n"), 0o600))
+	must(t, s.cmd.Process.Signal(syscall.SIGHUP))
+	until("policy-unreadable after a broken file", func(r broker.EffectReply, code int) bool {
+		return code == 1 && r.Decision.Refusal == "policy-unreadable" && r.Decision.Enforced
+	})
+	page := op.get(t, "/status")
+	if !strings.Contains(page, `class="alert"`) || !strings.Contains(page, "Policy could not be read") || !strings.Contains(page, "colour") {
+		t.Fatalf("the status page does not say the policy is broken:\n%s", page)
+	}
+
+	// Fixed, and reloaded from the dashboard.
+	must(t, os.WriteFile(pol, []byte(rules), 0o600))
+	tok := csrfField.FindStringSubmatch(page)
+	if tok == nil || !strings.Contains(page, `data-testid="reload-policy"`) {
+		t.Fatalf("no reload button on the operator's status page:\n%s", page)
+	}
+	code, after := op.post(t, "/status/reload-policy", url.Values{"_csrf": {tok[1]}})
+	if code != http.StatusOK || strings.Contains(after, "Policy could not be read") {
+		t.Fatalf("reload from the dashboard: %d\n%s", code, after)
+	}
+	if reply, code := propose(); code != 1 || reply.Decision.Rule != "no-leaks" {
+		t.Fatalf("after the dashboard reload: exit %d %+v", code, reply.Decision)
+	}
+}
+
+// session is a signed-in HTTP client of the dashboard.
+type session struct {
+	base string
+	hc   *http.Client
+}
+
+// signIn signs name in with dashPassword, as the login form does.
+func signIn(t *testing.T, base, name string) *session {
+	t.Helper()
+	jar, _ := cookiejar.New(nil)
+	s := &session{base: base, hc: &http.Client{Jar: jar}}
+	m := csrfField.FindStringSubmatch(s.get(t, "/login"))
+	if m == nil {
+		t.Fatal("no CSRF token on /login")
+	}
+	code, body := s.post(t, "/login", url.Values{"_csrf": {m[1]}, "name": {name}, "password": {dashPassword}})
+	if code != http.StatusOK || strings.Contains(body, "Wrong name") {
+		t.Fatalf("sign in %s: %d\n%s", name, code, body)
+	}
+	return s
+}
+
+func (s *session) get(t *testing.T, path string) string {
+	t.Helper()
+	resp, err := s.hc.Get(s.base + path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s: %s\n%s", path, resp.Status, b)
+	}
+	return string(b)
+}
+
+func (s *session) post(t *testing.T, path string, form url.Values) (int, string) {
+	t.Helper()
+	resp, err := s.hc.PostForm(s.base+path, form)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// status reads /api/status, which needs an operator.
+func (s *session) status(t *testing.T) struct{ PolicyDigest, PolicyError string } {
+	t.Helper()
+	var st struct{ PolicyDigest, PolicyError string }
+	if err := json.Unmarshal([]byte(s.get(t, "/api/status")), &st); err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
