@@ -81,6 +81,9 @@ type Config struct {
 	// sends to a person (strict mode) and claims approved ones; nil: such
 	// effects are held with no request to approve.
 	Approvals Approvals
+	// Requests, when set, decides each request with a request_id at most
+	// once per run (see RequestIDs); nil ignores request ids.
+	Requests *RequestIDs
 }
 
 // Broker is the gate: it turns a proposal into a decision, records it, hands
@@ -98,6 +101,7 @@ type Broker struct {
 	policy  atomic.Pointer[policy.Policy]
 
 	approvals Approvals
+	requests  *RequestIDs
 }
 
 // New returns a broker deciding under p. Sinks are looked up by Name.
@@ -112,6 +116,7 @@ func New(cfg Config, runs RunStore, j Journal, p *policy.Policy, sinks ...Sink) 
 	b := &Broker{
 		mode: mode, now: cfg.Now, log: cfg.Logger, metrics: cfg.Metrics, content: cfg.Content,
 		runs: runs, journal: j, sinks: map[policy.Sink]Sink{}, approvals: cfg.Approvals,
+		requests: cfg.Requests,
 	}
 	if b.now == nil {
 		b.now = time.Now
@@ -217,7 +222,15 @@ func (b *Broker) CloseRun(ctx context.Context, c *CloseWork) error {
 // Recorded false. In strict mode a decision that cannot be recorded refuses.
 func (b *Broker) Propose(ctx context.Context, sinkName policy.Sink, data []byte) *EffectReply {
 	start := time.Now()
+	var slot *requestSlot
+	if b.requests != nil {
+		slot = &requestSlot{}
+		ctx = context.WithValue(ctx, requestSlotKey{}, slot)
+	}
 	reply := b.propose(ctx, sinkName, data)
+	if slot != nil {
+		slot.claim.settle(reply)
+	}
 	label := sinkName
 	if _, ok := b.sinks[sinkName]; !ok {
 		label = "unknown" // never a label from an agent's subject
@@ -245,6 +258,9 @@ func (b *Broker) propose(ctx context.Context, sinkName policy.Sink, data []byte)
 	}
 	if err := b.checkLineage(ctx, run); err != nil {
 		return errorReply(req.Run, err)
+	}
+	if rep := b.claimRequest(ctx, run.ID, req); rep != nil {
+		return rep // decided before (or being decided) under its request_id
 	}
 	prop, err := sink.Describe(ctx, run, req)
 	if err != nil {
@@ -278,6 +294,10 @@ func (b *Broker) propose(ctx context.Context, sinkName policy.Sink, data []byte)
 		dd.Approval, dd.ActionDigest = g.id, g.digest
 	}
 	dd.RequestDigest = b.capture(ctx, run, req, prop, pol, now)
+	if err := claimRecording(ctx); err != nil {
+		reply.Decision, reply.Error = nil, errorBody(err)
+		return reply
+	}
 	if err := b.step(ctx, run.ID, journal.TypeDecision, effectID, dd); err != nil {
 		if b.mode == policy.ModeStrict {
 			b.log.Error("decision not recorded; refusing", "run", run.ID, "effect", effectID, "err", err)
@@ -409,10 +429,7 @@ func errorReply(run string, err error) *EffectReply {
 	return &EffectReply{Run: run, Error: errorBody(err)}
 }
 
-func errorBody(err error) *ErrorBody {
-	code, advice := CodeOf(err)
-	return &ErrorBody{Code: code, Message: err.Error() + "; " + advice}
-}
+func errorBody(err error) *ErrorBody { return NewErrorBody(err) }
 
 // errorType names the kind of a sink's failure for the journal without
 // carrying its message, which may hold content.

@@ -28,6 +28,20 @@ var (
 	ErrApprovalUsed      = errors.New("approved action already started")
 	ErrApprovalStore     = errors.New("approval store unavailable")
 	ErrPolicyWouldRefuse = errors.New("strict policy would refuse this action; nobody was asked")
+
+	// ErrNoReply and ErrNoBroker are the client's (broker/client): a
+	// request no broker answered in time, and one no broker was there to
+	// take. Whether a timed-out effect was decided is not known.
+	ErrNoReply  = errors.New("no broker answered in time")
+	ErrNoBroker = errors.New("no Gatehouse broker is answering (is `gatehouse serve` running and the NATS URL right?)")
+	// ErrRequestInProgress: another broker holds the request id and has
+	// not answered (it may have died after recording the decision).
+	ErrRequestInProgress = errors.New("request id is being decided by another broker")
+	// ErrRequestIDReused: the request id was decided for a different request.
+	ErrRequestIDReused = errors.New("request id already used for a different request")
+	// ErrRequestStore: the request-id bucket could not be reached, so
+	// at-most-once could not be promised and nothing was decided.
+	ErrRequestStore = errors.New("request id store unavailable")
 )
 
 // Code is a stable error code carried in replies beside a human message.
@@ -55,6 +69,12 @@ const (
 	CodeNotAllowed        Code = "NOT_ALLOWED"
 	CodeWrongState        Code = "WRONG_STATE"
 	CodeBadAssertion      Code = "BAD_ASSERTION"
+
+	CodeTimeout           Code = "TIMEOUT"
+	CodeNoBroker          Code = "NO_BROKER"
+	CodeRequestInProgress Code = "REQUEST_IN_PROGRESS"
+	CodeRequestIDReused   Code = "REQUEST_ID_REUSED"
+	CodeRequestStore      Code = "REQUEST_STORE_UNAVAILABLE"
 )
 
 // codes is the one table from sentinel errors to codes and advice; a test
@@ -85,6 +105,11 @@ var codes = []struct {
 	{approval.ErrWrongState, CodeWrongState, "see the request's state with 'gatehouse approve show'"},
 	{approval.ErrBadAssertion, CodeBadAssertion, "sign the assertion over the request's exact action with the key the broker is configured with"},
 	{approval.ErrStore, CodeApprovalStore, "the approval store could not be reached; retry"},
+	{ErrNoReply, CodeTimeout, "the effect may or may not have been decided: look its run up with 'gatehouse evidence' before proposing it again, or propose it again with the same request_id, which is decided at most once"},
+	{ErrNoBroker, CodeNoBroker, "nothing was decided; start a broker or fix the NATS URL, then retry"},
+	{ErrRequestInProgress, CodeRequestInProgress, "wait and propose it again with the same request_id; if this persists, the broker deciding it died: look its run up with 'gatehouse evidence' before proposing it under a new request_id"},
+	{ErrRequestIDReused, CodeRequestIDReused, "a request_id names one request in a run; use a new request_id for a different request"},
+	{ErrRequestStore, CodeRequestStore, "nothing was decided; retry when NATS JetStream is healthy, or send the request without a request_id"},
 }
 
 // CodeOf returns the stable code and advice for err. Unknown errors are

@@ -61,6 +61,12 @@ type EffectRequest struct {
 	Origin policy.Origin   `json:"origin,omitempty"`
 	Tool   string          `json:"tool,omitempty"`
 	Params json.RawMessage `json:"params,omitempty"`
+	// RequestID is the agent's idempotency key, optional: 1 to
+	// MaxRequestIDLen ASCII letters, digits, '-' or '_'. A run's request
+	// with an id is decided at most once while the broker keeps the id
+	// (see RequestIDs); proposing it again, to any broker, answers with
+	// the recorded reply (Replayed) instead of deciding again.
+	RequestID string `json:"request_id,omitempty"`
 
 	// Fields an agent may never send. They are declared only so a request
 	// that carries one is refused with ErrForbiddenField by name instead of
@@ -83,6 +89,9 @@ type EffectReply struct {
 	// Result is what the sink returns to the agent, if anything.
 	Result json.RawMessage `json:"result,omitempty"`
 	Error  *ErrorBody      `json:"error,omitempty"`
+	// Replayed is set when the reply is the one recorded for an earlier
+	// request with the same request_id, not a new decision.
+	Replayed bool `json:"replayed,omitempty"`
 }
 
 // DecisionBody is the decision as an agent sees it.
@@ -107,9 +116,22 @@ type DecisionBody struct {
 type ErrorBody struct {
 	Code    Code   `json:"code"`
 	Message string `json:"message"`
+
+	cause error // set by NewErrorBody, never sent
 }
 
 func (e *ErrorBody) Error() string { return string(e.Code) + ": " + e.Message }
+
+// Unwrap returns the error NewErrorBody was given (nil for one decoded
+// from a reply), so errors.Is sees the sentinel behind the code.
+func (e *ErrorBody) Unwrap() error { return e.cause }
+
+// NewErrorBody returns err's stable code (CodeOf) with err's text and the
+// code's advice as the message, keeping err for errors.Is.
+func NewErrorBody(err error) *ErrorBody {
+	code, advice := CodeOf(err)
+	return &ErrorBody{Code: code, Message: err.Error() + "; " + advice, cause: err}
+}
 
 // decodeStrict decodes one JSON object into v, refusing unknown fields,
 // trailing data and oversized input.
@@ -159,7 +181,27 @@ func DecodeEffectRequest(data []byte) (*EffectRequest, error) {
 	if r.Params != nil && !json.Valid(r.Params) {
 		return nil, fmt.Errorf("%w: params is not JSON", ErrBadRequest)
 	}
+	if r.RequestID != "" && !ValidRequestID(r.RequestID) {
+		return nil, fmt.Errorf("%w: request_id %q must be 1 to %d ASCII letters, digits, '-' or '_'", ErrBadRequest, clip(r.RequestID), MaxRequestIDLen)
+	}
 	return &r, nil
+}
+
+// MaxRequestIDLen bounds EffectRequest.RequestID.
+const MaxRequestIDLen = 64
+
+// ValidRequestID reports whether s is a well-formed request id (a UUID
+// or a ULID is).
+func ValidRequestID(s string) bool {
+	if len(s) == 0 || len(s) > MaxRequestIDLen {
+		return false
+	}
+	for _, c := range s {
+		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c == '-' || c == '_') {
+			return false
+		}
+	}
+	return true
 }
 
 // DecodeOpenWork decodes and validates an application's request to open work.

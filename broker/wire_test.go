@@ -18,7 +18,8 @@ func TestEverySentinelHasACode(t *testing.T) {
 		seen[got] = true
 	}
 	for _, err := range []error{ErrBadRequest, ErrForbiddenField, ErrUnknownRun, ErrRunClosed, ErrUnknownSink,
-		ErrJournal, ErrRunStore, ErrEffectFailed, ErrShuttingDown, ErrTooManyInFlight, ErrSinkUnavailable} {
+		ErrJournal, ErrRunStore, ErrEffectFailed, ErrShuttingDown, ErrTooManyInFlight, ErrSinkUnavailable,
+		ErrNoReply, ErrNoBroker, ErrRequestInProgress, ErrRequestIDReused, ErrRequestStore} {
 		if code, _ := CodeOf(err); code == CodeInternal {
 			t.Errorf("%v has no code", err)
 		}

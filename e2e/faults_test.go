@@ -3,19 +3,24 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/gatehouse/gatehouse/broker"
+	"github.com/gatehouse/gatehouse/broker/client"
 	"github.com/gatehouse/gatehouse/e2e/cluster"
+	"github.com/gatehouse/gatehouse/policy"
 )
 
 // The fault tests run the scaled-out shape (three NATS nodes, brokers,
@@ -40,8 +45,10 @@ func afterFault() int {
 }
 
 // TestFaultKillBroker kills one of two brokers with SIGKILL under load:
-// its in-flight requests fail with a clear error (no reply in time), the
-// other broker takes the rest, and nothing decided is lost.
+// its in-flight requests fail with the client's stable code TIMEOUT (the
+// decision may or may not have been made; see the -RequestIDs variant for
+// retrying safely), the other broker takes the rest, and nothing decided
+// is lost.
 func TestFaultKillBroker(t *testing.T) {
 	d := startDeployment(t, deployOpts{brokers: 2})
 	load := d.startLoad(t, 2, 3, "output")
@@ -67,6 +74,130 @@ func TestFaultKillBroker(t *testing.T) {
 		}
 	}
 	d.check(t, acked)
+}
+
+// TestFaultKillBrokerRequestIDs kills one of two brokers with SIGKILL
+// under a load of agents that give every effect a request_id: a request
+// the dead broker held is sent once more by the client and decided by the
+// other broker, or, when the dead broker may have recorded its decision,
+// fails with a clear code (TIMEOUT, REQUEST_IN_PROGRESS); no request id
+// is ever decided twice, and every acknowledged decision is in the journal
+// exactly once.
+func TestFaultKillBrokerRequestIDs(t *testing.T) {
+	d := startDeployment(t, deployOpts{brokers: 2})
+	app, err := client.Dial(d.nats.URL(), client.App, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer app.Close()
+	const agents = 6
+	type result struct {
+		acked                  []ackedEffect
+		effects                map[string]string // request id -> effect
+		sent, failed, replayed int
+		codes                  map[broker.Code]int
+	}
+	results := make([]result, agents)
+	runs := make([]string, agents)
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := range agents {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		runs[i], err = app.OpenWork(ctx, broker.OpenWork{Tenant: "ids", Person: "agent-" + strconv.Itoa(i),
+			Mandate: &policy.Mandate{Systems: []string{"output"}, ExpiresAt: time.Now().Add(time.Hour)}})
+		cancel()
+		if err != nil {
+			t.Fatal(err)
+		}
+		agent, err := client.Dial(d.nats.URL(), client.Agent, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer agent.Close()
+		r := &results[i]
+		r.effects, r.codes = map[string]string{}, map[broker.Code]int{}
+		wg.Go(func() {
+			for n := 0; ; n++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				id := "a" + strconv.Itoa(i) + "-" + strconv.Itoa(n)
+				params, _ := json.Marshal(map[string]any{"status": "ok", "result": map[string]int{"n": n}})
+				// 10 s: the client gives the first attempt 5 s, the retry 5 s,
+				// beyond the 3 s lease after which a dead broker's claim is
+				// taken over.
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				rep, err := agent.Effect(ctx, policy.SinkOutput, broker.EffectRequest{Run: runs[i], Action: "deliver", Params: params, RequestID: id})
+				cancel()
+				r.sent++
+				var eb *broker.ErrorBody
+				switch {
+				case err == nil && rep.Decision != nil && rep.Decision.Recorded:
+					if rep.Replayed {
+						r.replayed++
+					}
+					r.effects[id] = rep.Effect
+					r.acked = append(r.acked, ackedEffect{runs[i], rep.Effect})
+				case errors.As(err, &eb):
+					r.failed++
+					r.codes[eb.Code]++
+				default:
+					r.failed++
+					r.codes["OTHER"]++
+					t.Errorf("request %s: %v", id, err)
+				}
+			}
+		})
+	}
+	d.waitDecisions(t, 200, "before the kill")
+	d.witnessCheckpoint(t) // under load; the one after the fault must be consistent with it
+	if err := d.brokers[0].cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_ = d.brokers[0].cmd.Wait()
+	at := d.decisions(t)
+	d.waitDecisions(t, at+afterFault(), "after broker1 was killed")
+	close(stop)
+	wg.Wait()
+
+	var acked []ackedEffect
+	for i, r := range results {
+		t.Logf("agent %d: %d requests, %d recorded (%d of them replayed), %d failed %v", i, r.sent, len(r.acked), r.replayed, r.failed, r.codes)
+		for code := range r.codes {
+			if code != broker.CodeTimeout && code != broker.CodeRequestInProgress {
+				t.Errorf("unexpected error code %s: %v", code, r.codes)
+			}
+		}
+		seen := map[string]string{}
+		for id, e := range r.effects {
+			if other, dup := seen[e]; dup {
+				t.Errorf("requests %s and %s both answered with effect %s", id, other, e)
+			}
+			seen[e] = id
+		}
+		acked = append(acked, r.acked...)
+	}
+	d.check(t, acked) // each acknowledged decision once; verify passes
+	for i, r := range results {
+		n := journalDecisions(t, d, runs[i])
+		// Each request id is decided at most once: the journal holds the
+		// recorded ones, and at most one more for each that failed.
+		if n < len(r.effects) || n > len(r.effects)+r.failed {
+			t.Errorf("run %s: %d decisions in the journal for %d recorded and %d failed request ids", runs[i], n, len(r.effects), r.failed)
+		}
+	}
+}
+
+// journalDecisions counts the policy.decision events of one run's file.
+func journalDecisions(t *testing.T, d *deployment, run string) int {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(d.jdir, "runs", run+".jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.Count(string(b), `"type":"policy.decision"`)
 }
 
 // TestFaultKillWriter kills the journal writer with SIGKILL under load and

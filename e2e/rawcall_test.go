@@ -57,16 +57,19 @@ var rawPrefixes = []string{
 // types.Func.FullName), raw calls that are the runtime's own and not an
 // agent's effect, each with its reason.
 var runtimeOwnFuncs = map[string]string{
-	module + "/broker/embedded.ensureSeed":     "the embedded NATS server's own credentials, made on first start",
-	"(*" + module + "/broker.Recorder).Record": "publishing journal events: the record itself",
-	"(*" + module + "/broker.KVRuns).Create":   "the run registry: whom work is for, written when an application opens work",
-	"(*" + module + "/broker.KVRuns).Close":    "the run registry: an application closing work",
-	module + "/cmd/gatehouse.writeEndpoints":   "serve's endpoints file, so the CLI finds the server",
-	"(*" + module + "/web.Users).save":         "the dashboard's own user store (users.json), written by 'gatehouse users' and first-run setup",
-	module + "/cmd/gatehouse.cmdServe":         "serve creating its data directory and removing its endpoints file",
-	"(*" + module + "/browser.proxy).dial":     "the browser sink's forward proxy: dials only for requests the broker decided (or plain reads, never decided) and tunnels it allowed",
-	module + "/broker.PutWriterHealth":         "the journal writer announcing whether it can write, so strict brokers refuse on a full disk",
-	module + "/cmd/gatehouse.cmdBench":         "the load generator writing its own --acked report file",
+	module + "/broker/embedded.ensureSeed":            "the embedded NATS server's own credentials, made on first start",
+	"(*" + module + "/broker.Recorder).Record":        "publishing journal events: the record itself",
+	"(*" + module + "/broker.KVRuns).Create":          "the run registry: whom work is for, written when an application opens work",
+	"(*" + module + "/broker.KVRuns).Close":           "the run registry: an application closing work",
+	module + "/cmd/gatehouse.writeEndpoints":          "serve's endpoints file, so the CLI finds the server",
+	"(*" + module + "/web.Users).save":                "the dashboard's own user store (users.json), written by 'gatehouse users' and first-run setup",
+	module + "/cmd/gatehouse.cmdServe":                "serve creating its data directory and removing its endpoints file",
+	"(*" + module + "/browser.proxy).dial":            "the browser sink's forward proxy: dials only for requests the broker decided (or plain reads, never decided) and tunnels it allowed",
+	module + "/broker.PutWriterHealth":                "the journal writer announcing whether it can write, so strict brokers refuse on a full disk",
+	module + "/cmd/gatehouse.cmdBench":                "the load generator writing its own --acked report file",
+	"(*" + module + "/broker.RequestIDs).claim":       "the request-id bucket: claiming an agent's request_id so it is decided at most once",
+	"(*" + module + "/broker.requestClaim).recording": "the request-id bucket: marking a claimed request as being recorded",
+	"(*" + module + "/broker.requestClaim).settle":    "the request-id bucket: keeping a decided request's reply, or releasing its claim",
 }
 
 // runtimeOwnPackages lists whole packages whose raw calls are the

@@ -19,8 +19,19 @@
 //
 // A refusal is a decision, not an error: Effect returns it in the reply.
 // Errors are for requests Gatehouse could not take (a bad request, an
-// unknown run, no broker answering) and are *broker.ErrorBody when the
-// broker answered with a code.
+// unknown run, no broker answering) and are *broker.ErrorBody with a
+// stable code: the broker's, or one the client sets when no broker
+// answered: NO_BROKER (nobody was listening: nothing was decided) or
+// TIMEOUT (no reply before the context's deadline: the effect may or may
+// not have been decided). errors.Is matches broker.ErrNoBroker,
+// broker.ErrNoReply and the underlying NATS or context error.
+//
+// An effect request with a RequestID is safe to send again: a broker that
+// has decided it answers with the recorded reply (EffectReply.Replayed).
+// Effect does so itself once: with a RequestID and a context deadline,
+// the first attempt gets half the remaining time and, when it times out
+// (a broker died holding it), the request goes again, to whichever broker
+// answers, for the rest.
 package client
 
 import (
@@ -28,6 +39,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/nats-io/nats.go"
 
@@ -44,8 +56,9 @@ const (
 	Agent             // proposes effects
 )
 
-// ErrNoBroker is returned when no broker answers a request.
-var ErrNoBroker = errors.New("no Gatehouse broker is answering (is `gatehouse serve` running and the NATS URL right?)")
+// ErrNoBroker is returned (wrapped, as code NO_BROKER) when no broker is
+// there to take a request.
+var ErrNoBroker = broker.ErrNoBroker
 
 // Client is a connection to Gatehouse. Safe for concurrent use.
 type Client struct {
@@ -132,7 +145,8 @@ func (c *Client) CloseWork(ctx context.Context, run, status string) error {
 // not take the request; reply.Error then holds its code too.
 func (c *Client) Effect(ctx context.Context, sink policy.Sink, req broker.EffectRequest) (*broker.EffectReply, error) {
 	var r broker.EffectReply
-	if err := c.request(ctx, subject.Effect(sink), req, &r); err != nil {
+	err := c.effectAttempt(ctx, sink, req, &r)
+	if err != nil {
 		return nil, err
 	}
 	if r.Error != nil {
@@ -151,6 +165,26 @@ func (c *Client) Output(ctx context.Context, run, status string, result any) (*b
 	return c.Effect(ctx, policy.SinkOutput, broker.EffectRequest{Run: run, Action: "deliver", Params: params})
 }
 
+// effectAttempt sends req, and once more after a first attempt timed out
+// when req has a RequestID and ctx a deadline (see the package doc).
+func (c *Client) effectAttempt(ctx context.Context, sink policy.Sink, req broker.EffectRequest, r *broker.EffectReply) error {
+	dl, ok := ctx.Deadline()
+	if req.RequestID == "" || !ok {
+		return c.request(ctx, subject.Effect(sink), req, r)
+	}
+	first, cancel := context.WithDeadline(ctx, time.Now().Add(time.Until(dl)/2))
+	err := c.request(first, subject.Effect(sink), req, r)
+	cancel()
+	if !errors.Is(err, broker.ErrNoReply) || ctx.Err() != nil {
+		return err
+	}
+	*r = broker.EffectReply{}
+	if err := c.request(ctx, subject.Effect(sink), req, r); err != nil {
+		return fmt.Errorf("retried once: %w", err)
+	}
+	return nil
+}
+
 func mustJSON(v any) json.RawMessage {
 	b, _ := json.Marshal(v)
 	return b
@@ -161,11 +195,15 @@ func (c *Client) request(ctx context.Context, subj string, in, out any) error {
 	if err != nil {
 		return err
 	}
+	start := time.Now()
 	msg, err := c.nc.RequestWithContext(ctx, subj, b)
-	if errors.Is(err, nats.ErrNoResponders) {
-		return ErrNoBroker
-	}
-	if err != nil {
+	switch {
+	case errors.Is(err, nats.ErrNoResponders):
+		return broker.NewErrorBody(fmt.Errorf("%w: nothing listens on %s: %w", ErrNoBroker, subj, err))
+	case errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout):
+		return broker.NewErrorBody(fmt.Errorf("%w: no reply on %s within %s: %w",
+			broker.ErrNoReply, subj, time.Since(start).Round(time.Millisecond), err))
+	case err != nil:
 		return fmt.Errorf("request %s: %w", subj, err)
 	}
 	if err := json.Unmarshal(msg.Data, out); err != nil {

@@ -42,7 +42,9 @@ const serveUsage = `Usage: gatehouse serve [flags]
 
 Runs Gatehouse: an embedded NATS server with JetStream on loopback (unless
 --nats-url names one), the broker service, the journal writer and the web
-status page. Data lives under --data-dir. Ctrl-C stops it cleanly.
+dashboard. Data lives under --data-dir. Ctrl-C stops it cleanly; SIGHUP
+re-reads --policy (a file that cannot be read refuses every effect until a
+reload succeeds, as at start).
 
 Every flag can also be set in the environment: --mode is GATEHOUSE_MODE,
 --policy is GATEHOUSE_POLICY, and so on (GATEHOUSE_ and the flag name in
@@ -80,6 +82,7 @@ type serveConfig struct {
 
 	journalCapture     string
 	journalContentDays int
+	contentStore       string // dir or objectstore
 }
 
 func (c *serveConfig) journalDir() string { return filepath.Join(c.dataDir, "journal") }
@@ -109,6 +112,7 @@ func serveFlags(env *cliEnv, c *serveConfig) *flagSet {
 	c.approvals.register(fs)
 	c.integrity.register(fs)
 	fs.stringVar(&c.journalCapture, "journal-capture", envOr(env, "JOURNAL_CAPTURE", "full"), "what is kept of what decisions depended on, beside the journal in DATA_DIR/content: full (replayable), digests (verifiable only) or off (also $JOURNAL_CAPTURE)")
+	fs.stringVar(&c.contentStore, "content-store", "dir", "where captured content is kept: dir (DATA_DIR/content, this host only) or objectstore (the NATS Object Store bucket gatehouse_content, shared by every broker of a cluster)")
 	fs.intVar(&c.journalContentDays, "journal-content-days", envInt(env, "JOURNAL_CONTENT_DAYS", 30), "erase captured content unused for this many days; 0 keeps it (also $JOURNAL_CONTENT_DAYS)")
 	fs.stringVar(&c.logFormat, "log-format", "text", "text or json")
 	fs.stringVar(&c.logLevel, "log-level", "info", "debug, info, warn or error")
@@ -182,11 +186,12 @@ func cmdServe(ctx context.Context, env *cliEnv, args []string) error {
 		log.Error("policy could not be read: every effect is refused until it is fixed", "file", c.policy, "err", polErr)
 	}
 
-	capture, eraser, err := openContent(&c, pol, log)
+	capture, eraser, err := openContent(ctx, js, &c, pol, log)
 	if err != nil {
 		return err
 	}
 	defer eraser()
+	keepRecordContent(sinks.sinks, capture)
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -214,7 +219,11 @@ func cmdServe(ctx context.Context, env *cliEnv, args []string) error {
 	pendingDone := make(chan struct{})
 	go func() { defer close(pendingDone); approvalsPending(actx, apv, metrics, 30*time.Second, log) }() // gatehouse_approvals_pending
 	defer func() { stopApprovals(); <-pendingDone }()
-	b, err := broker.New(broker.Config{Mode: mode, Logger: log, Metrics: metrics, Approvals: apv, Content: capture},
+	reqIDs, err := broker.OpenRequestIDs(ctx, js, broker.RequestIDsConfig{Replicas: c.replicas, Logger: log})
+	if err != nil {
+		return err
+	}
+	b, err := broker.New(broker.Config{Mode: mode, Logger: log, Metrics: metrics, Approvals: apv, Content: capture, Requests: reqIDs},
 		runs, rec, pol, sinks.sinks...)
 	if err != nil {
 		return err
@@ -222,6 +231,9 @@ func cmdServe(ctx context.Context, env *cliEnv, args []string) error {
 	for _, bind := range sinks.bind {
 		bind(b)
 	}
+	// SIGHUP (and the dashboard) re-read the policy file.
+	pols := &policyHolder{path: c.policy, log: log, broker: b, capture: capture, pol: pol, err: polErr}
+	defer pols.reloadOnHangup(ctx)()
 	svc, err := broker.Serve(nc, b, broker.ServiceConfig{})
 	if err != nil {
 		return err
@@ -254,6 +266,7 @@ func cmdServe(ctx context.Context, env *cliEnv, args []string) error {
 
 	started := time.Now()
 	status := func() dashboard.Status {
+		pol, polErr := pols.current()
 		st := dashboard.Status{
 			Version: version, Mode: string(mode), PolicyName: policyName(c.policy), PolicyDigest: pol.Digest(),
 			NATSURL: natsURL, Embedded: ns != nil, JournalDir: c.journalDir(), Started: started, Now: time.Now(),
@@ -288,7 +301,7 @@ func cmdServe(ctx context.Context, env *cliEnv, args []string) error {
 	srv, err := web.Start(web.Config{Addr: c.httpAddr, Status: status, Ready: ready,
 		Metrics: promhttp.HandlerFor(reg, promhttp.HandlerOpts{}), Logger: log,
 		Users: users, SetupToken: setupToken, Approvals: apv, JournalDir: c.journalDir(),
-		Integrity: writerIntegrity(&c.integrity, signKey, loop, log)})
+		Integrity: writerIntegrity(&c.integrity, signKey, loop, log), ReloadPolicy: pols.reload})
 	if err != nil {
 		_ = svc.Close()
 		return fmt.Errorf("web server on %s: %w (use --http to pick another address)", c.httpAddr, err)
@@ -304,12 +317,12 @@ func cmdServe(ctx context.Context, env *cliEnv, args []string) error {
 	}
 	fmt.Fprintf(env.stdout, `Gatehouse %s is running (mode %s).
   NATS        %s%s
-  status page %s/
+  dashboard   %s/login
   metrics     %s/metrics
   journal     %s
-  policy      %s
+  policy      %s (reload: kill -HUP %d, or the status page)
   sandbox     %s (confined: %v)
-`, version, mode, natsURL, map[bool]string{true: " (embedded)", false: ""}[ns != nil], srv.URL(), srv.URL(), c.journalDir(), policyName(c.policy), sb.Tier(), sb.Confined())
+`, version, mode, natsURL, map[bool]string{true: " (embedded)", false: ""}[ns != nil], srv.URL(), srv.URL(), c.journalDir(), policyName(c.policy), os.Getpid(), sb.Tier(), sb.Confined())
 	if ns != nil {
 		fmt.Fprintf(env.stdout, "  app creds   %s\n  agent creds %s (shared)\n", ep.AppCreds, ep.AgentCreds)
 		for _, a := range c.agents {

@@ -1,0 +1,113 @@
+package client_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/gatehouse/gatehouse/broker"
+	"github.com/gatehouse/gatehouse/broker/client"
+	"github.com/gatehouse/gatehouse/broker/subject"
+	"github.com/gatehouse/gatehouse/policy"
+	"github.com/gatehouse/gatehouse/sinks/output"
+	"github.com/gatehouse/gatehouse/sinks/sinktest"
+)
+
+func world(t *testing.T) *sinktest.Env {
+	return sinktest.Start(t, policy.ModeStrict, "", func(t testing.TB, env *sinktest.Env) []broker.Sink {
+		out, err := output.New(context.Background(), env.JS, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return []broker.Sink{out}
+	})
+}
+
+// dying answers effects of sink like a broker killed while holding them:
+// it takes the first `drop` requests and never replies, then replies to
+// the rest with reply. It returns how many requests it saw, and the last.
+func dying(t *testing.T, nc *nats.Conn, sink policy.Sink, drop int32, reply string) (*atomic.Int32, *atomic.Value) {
+	t.Helper()
+	var n atomic.Int32
+	var last atomic.Value
+	sub, err := nc.Subscribe(subject.Effect(sink), func(m *nats.Msg) {
+		last.Store(string(m.Data))
+		if n.Add(1) > drop {
+			_ = m.Respond([]byte(reply))
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sub.Unsubscribe() })
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	return &n, &last
+}
+
+func code(err error) broker.Code {
+	var eb *broker.ErrorBody
+	if errors.As(err, &eb) {
+		return eb.Code
+	}
+	return ""
+}
+
+func TestNoBrokerAndTimeoutHaveCodes(t *testing.T) {
+	env := world(t)
+	req := broker.EffectRequest{Run: "r_01m8n75ye327hsa7apgb8fqfxn", Action: "put"}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	_, err := env.Agent.Effect(ctx, policy.SinkMemory, req)
+	if code(err) != broker.CodeNoBroker || !errors.Is(err, client.ErrNoBroker) || !errors.Is(err, nats.ErrNoResponders) {
+		t.Fatalf("no broker serving memory: %v (code %q)", err, code(err))
+	}
+
+	n, _ := dying(t, env.NC, policy.SinkMemory, 1<<30, "")
+	ctx, cancel = context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	_, err = env.Agent.Effect(ctx, policy.SinkMemory, req)
+	if code(err) != broker.CodeTimeout || !errors.Is(err, broker.ErrNoReply) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("a broker that never answers: %v (code %q)", err, code(err))
+	}
+	if n.Load() != 1 {
+		t.Fatalf("without a request_id the request went %d times, want once", n.Load())
+	}
+	t.Logf("%v", err)
+}
+
+// With a request_id, a request whose broker died goes once more, with the
+// same id, and the second answer is returned.
+func TestRetryOnceWithRequestID(t *testing.T) {
+	env := world(t)
+	n, last := dying(t, env.NC, policy.SinkMemory, 1, `{"run":"r_01m8n75ye327hsa7apgb8fqfxn","effect":"e_1","replayed":true,"decision":{"outcome":"allowed","mode":"strict","enforced":true,"recorded":true}}`)
+	req := broker.EffectRequest{Run: "r_01m8n75ye327hsa7apgb8fqfxn", Action: "put", RequestID: "req-7"}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	rep, err := env.Agent.Effect(ctx, policy.SinkMemory, req)
+	if err != nil || rep.Effect != "e_1" || !rep.Replayed {
+		t.Fatalf("retried request: %+v %v", rep, err)
+	}
+	var sent broker.EffectRequest
+	if err := json.Unmarshal([]byte(last.Load().(string)), &sent); err != nil || sent.RequestID != "req-7" || n.Load() != 2 {
+		t.Fatalf("sent %d times, last %+v", n.Load(), sent)
+	}
+
+	// Two timeouts: TIMEOUT, after exactly one retry.
+	n2, _ := dying(t, env.NC, policy.SinkPeer, 1<<30, "")
+	ctx2, cancel2 := context.WithTimeout(context.Background(), 400*time.Millisecond)
+	defer cancel2()
+	_, err = env.Agent.Effect(ctx2, policy.SinkPeer, broker.EffectRequest{Run: req.Run, Action: "put", RequestID: "req-8"})
+	if code(err) != broker.CodeTimeout {
+		t.Fatalf("two timeouts: %v", err)
+	}
+	if got := n2.Load(); got != 2 {
+		t.Fatalf("request went %d times, want 2 (one retry)", got)
+	}
+}
