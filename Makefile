@@ -38,7 +38,7 @@ test: deps check-generate vet
 	$(GO) test -count=1 -race -timeout 30m ./broker/...
 
 bench:
-	$(GO) test -run '^$$' -bench . -benchmem -timeout 60m ./policy/... ./broker/... ./browser/... ./e2e/...
+	$(GO) test -run '^$$' -bench . -benchmem -timeout 60m $(PKGS)
 
 # The scaled-out shape under load: embedded against a three-node cluster
 # with one and two brokers (README, "Scaling out").
