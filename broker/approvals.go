@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/gatehouse/gatehouse/broker/approval"
+	"github.com/gatehouse/gatehouse/broker/approvalgate"
 	"github.com/gatehouse/gatehouse/broker/journal"
 	"github.com/gatehouse/gatehouse/policy"
 )
@@ -68,10 +69,10 @@ func (b *Broker) gateApproval(ctx context.Context, run *Run, req *EffectRequest,
 	}
 	if cur != nil {
 		g.id = cur.ID
-		switch cur.State {
-		case approval.StateApproved:
-			in.Approval = &policy.ApprovalGrant{ID: cur.ID, Approver: cur.Decision.Approver, Roles: cur.Decision.Roles, Assurance: cur.Decision.Assurance}
-			d2 := pol.Decide(in)
+		a := gateApprovalOf(cur)
+		d2 := approvalgate.Decide(pol, in, d, a)
+		switch a.Standing {
+		case approvalgate.Approved:
 			if d2.Verdict == policy.VerdictAllow {
 				g.claim = true
 				return d2, g
@@ -88,18 +89,14 @@ func (b *Broker) gateApproval(ctx context.Context, run *Run, req *EffectRequest,
 				reply.Error = errorBody(fmt.Errorf("%w: %s: %s; it is back with a person", ErrApprovalRequired, cur.ID, why))
 			}
 			return d2, g
-		case approval.StatePending, approval.StateReopened:
+		case approvalgate.Waiting:
 			reply.Error = errorBody(fmt.Errorf("%w: %s is waiting for a person", ErrApprovalRequired, cur.ID))
-			return d, g
-		case approval.StateRefused:
-			who := ""
-			if cur.Decision != nil {
-				who = " by " + cur.Decision.Approver
-			}
-			return refuseWith(d, cur.ID, "A person refused this exact action"+who+"; the first decision stands. A different action asks again."), g
-		case approval.StateClaimed, approval.StateOutcomeUnknown:
+			return d2, g
+		case approvalgate.Refused:
+			return d2, g
+		case approvalgate.Used:
 			reply.Error = errorBody(fmt.Errorf("%w: %s is %s", ErrApprovalUsed, cur.ID, cur.State))
-			return refuseWith(d, cur.ID, "This approved action has already started; it runs at most once."), g
+			return d2, g
 		}
 		// settled or reconciled: a new instance of the action asks again.
 	}
@@ -142,9 +139,31 @@ func (b *Broker) gateApproval(ctx context.Context, run *Run, req *EffectRequest,
 
 // refuseWith turns d into an enforced refusal for rule with detail.
 func refuseWith(d policy.Decision, rule, detail string) policy.Decision {
-	d.Verdict, d.Refusal, d.Rule, d.Enforced = policy.VerdictRefuse, policy.RefuseApprovalMissing, rule, true
-	d.Reasons = append(d.Reasons, policy.Reason{Refusal: policy.RefuseApprovalMissing, Rule: rule, Detail: detail, Enforced: true})
-	return d
+	return approvalgate.Refuse(d, rule, detail)
+}
+
+// gateApprovalOf is what the approval gate's rule (package approvalgate,
+// which replay applies too) needs of the store's request r.
+func gateApprovalOf(r *approval.Request) approvalgate.Approval {
+	a := approvalgate.Approval{ID: r.ID, Standing: approvalgate.Closed}
+	switch r.State {
+	case approval.StatePending, approval.StateReopened:
+		a.Standing = approvalgate.Waiting
+	case approval.StateApproved:
+		a.Standing = approvalgate.Approved
+		if r.Decision == nil || !r.Decision.Approved {
+			// A malformed entry approves nothing: it stays held.
+			a.Standing = approvalgate.Closed
+		}
+	case approval.StateRefused:
+		a.Standing = approvalgate.Refused
+	case approval.StateClaimed, approval.StateOutcomeUnknown:
+		a.Standing = approvalgate.Used
+	}
+	if r.Decision != nil {
+		a.Approver, a.Roles, a.Assurance = r.Decision.Approver, r.Decision.Roles, r.Decision.Assurance
+	}
+	return a
 }
 
 func reasonsText(rs []policy.Reason) string {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 )
 
@@ -86,6 +87,9 @@ func TestVerifyChecksEveryApprovedEffect(t *testing.T) {
 			evs[3], evs[4] = evs[4], evs[3]
 			return evs
 		}, FindingApprovalMissing},
+		{"reopened-before-the-effect", func(evs []Event) []Event {
+			return slices.Insert(evs, 4, reopened(t))
+		}, FindingApprovalMissing},
 		{"another-approval-id", func(evs []Event) []Event {
 			dec := decision(OutcomeAllowed)
 			dec.Approval, dec.ActionDigest = "ap_20260301T120000_ffffffffffffffff", apAction
@@ -110,6 +114,57 @@ func TestVerifyChecksEveryApprovedEffect(t *testing.T) {
 			for _, f := range rep.Findings {
 				if f.Kind != FindingApprovalMissing && f.Kind != FindingApprovalMismatch {
 					t.Fatalf("the rewrite was not consistent, %s also found it: %s", f.Kind, dump(rep))
+				}
+			}
+		})
+	}
+}
+
+// reopened is the approval.reopened the approval service records when the
+// broker finds the policy no longer accepts apID's approval.
+func reopened(t *testing.T) Event {
+	return ev(t, apRun, "e_reopen", TypeApprovalReopened, "x_held", 4, ApprovalReopened{Approval: apID, ActionDigest: apAction,
+		Rule: "approval:payments", Roles: []string{"finance"}, Assurance: "mfa", Why: "the approval rule changed and the approval no longer suffices"})
+}
+
+// An approval.reopened sets aside the approval's earlier decisions: an
+// effect allowed under it after the reopen needs a decision after the
+// reopen. Each journal is written whole through the real writer.
+func TestVerifyApprovalReopened(t *testing.T) {
+	approvedAgain := ev(t, apRun, "e_again", TypeApprovalDecision, "x_held", 4, ApprovalDecision{Approval: apID, ActionDigest: apAction,
+		Approved: true, Approver: "fred", Roles: []string{"finance"}, Assurance: "mfa", Authenticated: "signed-assertion", Verified: true})
+	refusedAfter := ev(t, apRun, "e_refused", TypeApprovalRefused, "x_held", 4, ApprovalDecision{Approval: apID, ActionDigest: apAction,
+		Approver: "fred", Roles: []string{"finance"}, Authenticated: "dashboard-session", Reason: "not this month"})
+	for _, tc := range []struct {
+		name string
+		evs  func([]Event) []Event
+		want FindingKind // "" for none
+	}{
+		// approval.decision, approval.reopened, allowed effect.
+		{"reopened, not decided again", func(evs []Event) []Event { return slices.Insert(evs, 4, reopened(t)) }, FindingApprovalMissing},
+		// ... approval.reopened, approval.decision (approved), allowed effect.
+		{"reopened, approved again", func(evs []Event) []Event { return slices.Insert(evs, 4, reopened(t), approvedAgain) }, ""},
+		// ... approval.reopened, approval.refused, allowed effect.
+		{"reopened, then refused", func(evs []Event) []Event { return slices.Insert(evs, 4, reopened(t), refusedAfter) }, FindingApprovalMissing},
+		// The effect ran before the reopen: its approval stood then.
+		{"reopened after the effect", func(evs []Event) []Event { return append(evs, reopened(t)) }, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "journal")
+			writeJournal(t, dir, tc.evs(approvedRun(t)), 2)
+			rep := verify(t, dir)
+			if tc.want == "" {
+				if !rep.OK {
+					t.Fatalf("want no findings: %s", dump(rep))
+				}
+				return
+			}
+			if rep.OK || !hasFinding(rep, tc.want, apRun, 0) {
+				t.Fatalf("want %s: %s", tc.want, dump(rep))
+			}
+			for _, f := range rep.Findings {
+				if f.Kind != tc.want {
+					t.Fatalf("only %s expected: %s", tc.want, dump(rep))
 				}
 			}
 		})

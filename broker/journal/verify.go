@@ -59,7 +59,8 @@ const (
 	// Run files exist but the head log does not.
 	FindingHeadLogMissing FindingKind = "head-log-missing"
 	// An allowed effect names an approval no approval.decision before it
-	// in its run approved.
+	// in its run approved (an approval.reopened sets aside the decisions
+	// before it).
 	FindingApprovalMissing FindingKind = "approval-missing"
 	// An allowed effect's approval was given for another action digest.
 	FindingApprovalMismatch FindingKind = "approval-mismatch"
@@ -537,6 +538,13 @@ func (v *runVerifier) verify(dir, run string, regs []headReg, limit int) (res ru
 			if json.Unmarshal(e.Data, &ad) == nil && ad.Approved {
 				approvals[ad.Approval] = ad.ActionDigest
 			}
+		case TypeApprovalReopened:
+			// Back with a person: the decisions before it no longer stand,
+			// so an effect under it needs a decision after the reopen.
+			var ro ApprovalReopened
+			if json.Unmarshal(e.Data, &ro) == nil {
+				delete(approvals, ro.Approval)
+			}
 		case TypeDecision:
 			decisions[e.Effect] = decisionOutcome(e.Data)
 			if decisions[e.Effect] == OutcomeAllowed && bytes.Contains(e.Data, []byte(`"approval"`)) {
@@ -726,7 +734,7 @@ func checkApproval(data []byte, approvals map[string]string) (Finding, bool) {
 	got, ok := approvals[d.Approval]
 	switch {
 	case !ok:
-		return Finding{Kind: FindingApprovalMissing, Detail: fmt.Sprintf("effect runs under approval %s, which no approval.decision before it approved", d.Approval)}, true
+		return Finding{Kind: FindingApprovalMissing, Detail: fmt.Sprintf("effect runs under approval %s, which no approval.decision before it (and after any approval.reopened of it) approved", d.Approval)}, true
 	case got != d.ActionDigest:
 		return Finding{Kind: FindingApprovalMismatch, Detail: fmt.Sprintf("effect runs under approval %s for action %s, but the approval was for %s", d.Approval, d.ActionDigest, got)}, true
 	}

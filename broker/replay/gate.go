@@ -3,6 +3,7 @@ package replay
 import (
 	"encoding/json"
 
+	"github.com/gatehouse/gatehouse/broker/approvalgate"
 	"github.com/gatehouse/gatehouse/broker/journal"
 	"github.com/gatehouse/gatehouse/policy"
 )
@@ -52,32 +53,23 @@ func (gs gates) get(id string) *gateState {
 
 // gate replays the broker's approval gate (broker.gateApproval) for a
 // decision recorded under approval id for the action digest, from the
-// approval events recorded before it: approved (and not reopened) decides
-// again with the approval as the grant; refused, or already claimed by
-// another effect, refuses as the gate did; otherwise (waiting for a
-// person) the policy's hold stands. Nothing is asked of an approval store.
+// approval events recorded before it, with the same rule the broker
+// applies (approvalgate.Decide): approved (and not reopened) decides again
+// with the approval as the grant; refused, or already claimed by another
+// effect, refuses as the gate did; otherwise (waiting for a person) the
+// policy's hold stands. Nothing is asked of an approval store.
 func (gs gates) gate(pol *policy.Policy, in policy.Input, d policy.Decision, id, digest string) policy.Decision {
 	st := gs[id]
 	if st == nil || st.decision == nil || (st.decision.ActionDigest != "" && st.decision.ActionDigest != digest) {
 		return d
 	}
+	a := approvalgate.Approval{ID: id, Standing: approvalgate.Approved,
+		Approver: st.decision.Approver, Roles: st.decision.Roles, Assurance: st.decision.Assurance}
 	switch {
 	case st.claimed != "":
-		return refuseWith(d, id, "This approved action has already started; it runs at most once.")
+		a.Standing = approvalgate.Used
 	case st.refused:
-		who := ""
-		if st.decision.Approver != "" {
-			who = " by " + st.decision.Approver
-		}
-		return refuseWith(d, id, "A person refused this exact action"+who+"; the first decision stands. A different action asks again.")
+		a.Standing = approvalgate.Refused
 	}
-	in.Approval = &policy.ApprovalGrant{ID: id, Approver: st.decision.Approver, Roles: st.decision.Roles, Assurance: st.decision.Assurance}
-	return pol.Decide(in)
-}
-
-// refuseWith is broker.refuseWith: d as an enforced refusal for rule.
-func refuseWith(d policy.Decision, rule, detail string) policy.Decision {
-	d.Verdict, d.Refusal, d.Rule, d.Enforced = policy.VerdictRefuse, policy.RefuseApprovalMissing, rule, true
-	d.Reasons = append(d.Reasons, policy.Reason{Refusal: policy.RefuseApprovalMissing, Rule: rule, Detail: detail, Enforced: true})
-	return d
+	return approvalgate.Decide(pol, in, d, a)
 }
