@@ -114,11 +114,24 @@ func (l *limiter) blocked(keys ...string) bool {
 	return false
 }
 
+// limiterSweepAt is the table size at which fail drops keys whose
+// failures are all older than the window, so names tried once and never
+// again do not grow it without bound.
+const limiterSweepAt = 4096
+
 func (l *limiter) fail(keys ...string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	now := l.now()
+	if len(l.fails) >= limiterSweepAt {
+		for k, ts := range l.fails {
+			if len(ts) == 0 || now.Sub(ts[len(ts)-1]) >= l.window {
+				delete(l.fails, k)
+			}
+		}
+	}
 	for _, k := range keys {
-		l.fails[k] = append(l.fails[k], l.now())
+		l.fails[k] = append(l.fails[k], now)
 	}
 }
 
@@ -186,6 +199,11 @@ func (a *app) session(c echo.Context) *Session {
 		return nil
 	}
 	ss := a.sessions.get(ck.Value)
+	if ss != nil && !a.cfg.Users.Current(ss.User) {
+		// Removed or changed since sign-in: the session ends now.
+		a.sessions.drop(ck.Value)
+		ss = nil
+	}
 	if ss != nil {
 		c.Set("session", ss)
 	}

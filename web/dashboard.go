@@ -88,9 +88,17 @@ func (a *app) routes(e *echo.Echo) {
 
 	any := a.requireRole(RoleReviewer, RoleOperator, RoleAuditor, RoleAdmin)
 	e.GET("/status", func(c echo.Context) error {
+		if !a.runsDeployment(c) {
+			return render(c, http.StatusOK, dashboard.StatusReducedShell(a.nav(c, "status"), a.cfg.Status()))
+		}
 		return render(c, http.StatusOK, dashboard.StatusShell(a.nav(c, "status"), a.cfg.Status()))
 	}, any)
-	e.GET("/api/status", func(c echo.Context) error { return c.JSON(http.StatusOK, a.cfg.Status()) }, a.apiRole(RoleOperator))
+	e.GET("/api/status", func(c echo.Context) error {
+		if !a.runsDeployment(c) {
+			return echo.NewHTTPError(http.StatusForbidden, "status details are for operators of the whole deployment; your account is bound to a tenant")
+		}
+		return c.JSON(http.StatusOK, a.cfg.Status())
+	}, a.apiRole(RoleOperator))
 	if a.cfg.ReloadPolicy != nil {
 		e.POST("/status/reload-policy", a.reloadPolicy, a.requireRole(RoleOperator), a.noTenant)
 	}
@@ -111,6 +119,16 @@ func (a *app) routes(e *echo.Echo) {
 	e.GET("/evidence", a.evidenceIndex, ev)
 	e.GET("/evidence/:tenant/export.tar.gz", a.export, ev)
 	e.GET("/evidence/:tenant/:person", a.personPage, ev)
+}
+
+// runsDeployment reports whether the signed-in user runs the whole
+// deployment (an operator or admin bound to no tenant): only they see the
+// status details that say where things are (the NATS URL, credentials,
+// journal and policy paths, the policy's read error), on /status and
+// /api/status alike; everyone else gets the reduced status page.
+func (a *app) runsDeployment(c echo.Context) bool {
+	ss := a.session(c)
+	return ss != nil && ss.User.Has(RoleOperator) && ss.User.Tenant == ""
 }
 
 // home is the first page a user's roles open.
@@ -231,7 +249,11 @@ func (a *app) setup(c echo.Context) error {
 		return render(c, http.StatusBadRequest, dashboard.SetupPage(dashboard.SetupView{CSRF: a.csrfToken(c), Token: tok, Error: msg}))
 	}
 	a.log().Info("first admin created", "user", u.Name)
-	a.startSession(c, u, AssurancePassword)
+	signed, err := a.cfg.Users.Authenticate(u.Name, c.FormValue("password"))
+	if err != nil {
+		return err
+	}
+	a.startSession(c, *signed, AssurancePassword)
 	return c.Redirect(http.StatusSeeOther, "/status")
 }
 

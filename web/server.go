@@ -11,7 +11,8 @@
 // the auditor role (bound to one tenant: another tenant's pages and export
 // answer 404), admins everything. Sessions are 32 random bytes in an
 // HttpOnly, SameSite=Strict cookie, kept in memory (a restart signs
-// everyone out) and expire after Config.SessionTTL. Every POST carries a
+// everyone out) and expire after Config.SessionTTL, or at the next request
+// once their user is removed or its roles or tenant change. Every POST carries a
 // double-submit CSRF token (403 without it). Five failed sign-ins for one
 // name or one address within 15 minutes block further tries for that
 // window. Passwords are stored as argon2id hashes (users.go); a user with
@@ -115,6 +116,10 @@ func Start(cfg Config) (*Server, error) {
 func New(cfg Config) *echo.Echo {
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
+	// The client's address is the connection's: X-Forwarded-For and
+	// X-Real-IP are not trusted, so a client cannot change its address
+	// per request to slip past the sign-in rate limit.
+	e.IPExtractor = echo.ExtractIPDirect()
 	e.Use(middleware.Recover())
 	e.Use(middleware.SecureWithConfig(middleware.SecureConfig{
 		XSSProtection: "0", ContentTypeNosniff: "nosniff", XFrameOptions: "DENY",

@@ -2,8 +2,10 @@ package web
 
 import (
 	"crypto/rand"
+	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -70,6 +72,16 @@ type User struct {
 	// Authenticate clear it and set TOTPEnrolled.
 	TOTP         string `json:"totp,omitempty"`
 	TOTPEnrolled bool   `json:"totp_enrolled,omitempty"`
+	// stamp fingerprints the credentials (hash and TOTP secret) the
+	// user signed in with; Current compares it, so a password change or a
+	// new authenticator ends older sessions. Never stored or shown.
+	stamp string
+}
+
+// credentialStamp is a fingerprint of u's stored credentials.
+func credentialStamp(u User) string {
+	sum := sha256.Sum256([]byte(u.Hash + "\x00" + u.TOTP))
+	return hex.EncodeToString(sum[:8])
 }
 
 // Has reports whether u holds role r (admins hold every role).
@@ -310,6 +322,7 @@ func (s *Users) Authenticate(name, password string) (*User, error) {
 		return nil, ErrBadPassword
 	}
 	u := users[i]
+	u.stamp = credentialStamp(u)
 	u.Hash = ""
 	u.TOTPEnrolled, u.TOTP = u.TOTP != "", ""
 	return &u, nil
@@ -341,4 +354,21 @@ func (s *Users) CheckTOTP(name, code string, now time.Time) (uint64, bool) {
 		return 0, false
 	}
 	return matchTOTP(users[i].TOTP, code, now)
+}
+
+// Current reports whether the session user u still stands as stored: the
+// name exists with the same roles, tenant and credentials. A session of a
+// user removed, changed or given a new password or authenticator since
+// sign-in does not (the dashboard ends it); an unreadable store does not
+// either (fail closed).
+func (s *Users) Current(u User) bool {
+	s.mu.Lock()
+	users, err := s.load()
+	s.mu.Unlock()
+	if err != nil {
+		return false
+	}
+	i := slices.IndexFunc(users, func(x User) bool { return x.Name == u.Name })
+	return i >= 0 && users[i].Tenant == u.Tenant && slices.Equal(users[i].Roles, u.Roles) &&
+		credentialStamp(users[i]) == u.stamp
 }

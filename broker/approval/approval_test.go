@@ -372,3 +372,29 @@ func BenchmarkDecideClaim(b *testing.B) {
 		})
 	}
 }
+
+// An assertion signed before a request was reopened cannot answer the new
+// ask: it approved the action under the policy of its time.
+func TestSignedAssertionBeforeReopenRefused(t *testing.T) {
+	pub, priv, _ := ed25519.GenerateKey(rand.Reader)
+	s := New(kvStore(t), &memJournal{}, Config{Key: pub})
+	ctx := context.Background()
+	r, _, _ := s.Request(ctx, hold(t, "r1", `{"amount":"10"}`))
+	a := Assertion{Kind: "decision", ID: r.ID, ActionDigest: r.ActionDigest, Approved: true, Approver: "rita",
+		Roles: []string{"finance"}, Assurance: "mfa", Time: time.Now()}
+	old, _ := a.Sign(priv)
+	if _, err := s.DecideSigned(ctx, old); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Reopen(ctx, r.ID, policy.ApprovalNeed{Rule: "approval:payments", Roles: []string{"finance"}, Assurance: "mfa"}, "tightened"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.DecideSigned(ctx, old); !errors.Is(err, ErrBadAssertion) {
+		t.Fatalf("the assertion from before the reopen approved again: %v", err)
+	}
+	a.Time = time.Now().Add(time.Second)
+	fresh, _ := a.Sign(priv)
+	if got, err := s.DecideSigned(ctx, fresh); err != nil || got.State != StateApproved {
+		t.Fatalf("a new assertion after the reopen: %+v %v", got, err)
+	}
+}

@@ -97,6 +97,12 @@ func (s *Service) DecideSigned(ctx context.Context, sa SignedAssertion) (*Reques
 	}
 	switch a.Kind {
 	case "decision":
+		if r.State == StateReopened && !a.Time.After(r.Updated) {
+			// An assertion signed before the reopen approved the action
+			// under the policy of that time; it cannot answer the new ask.
+			return nil, fmt.Errorf("%w: the assertion was signed at %s, before the request was reopened at %s; sign a new one",
+				ErrBadAssertion, a.Time.Format(time.RFC3339), r.Updated.Format(time.RFC3339))
+		}
 		return s.Decide(ctx, a.ID, Decision{Approved: a.Approved, Approver: a.Approver, Roles: a.Roles, Assurance: a.Assurance,
 			Authenticated: "signed-assertion", Reason: a.Reason, Time: a.Time})
 	case "reconcile":

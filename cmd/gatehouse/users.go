@@ -134,7 +134,7 @@ func cmdUsers(_ context.Context, env *cliEnv, args []string) error {
 		if err := store.Remove(pos[0]); err != nil {
 			return refused(err)
 		}
-		fmt.Fprintf(env.stdout, "Removed %s. Their open sessions end at the next restart or expiry.\n", pos[0])
+		fmt.Fprintf(env.stdout, "Removed %s. Their open dashboard sessions end at their next request.\n", pos[0])
 		return nil
 	}
 	if len(pos) != 1 {
