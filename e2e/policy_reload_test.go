@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/cookiejar"
+	"net/http/httptest"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -157,4 +158,109 @@ func (s *session) status(t *testing.T) struct{ PolicyDigest, PolicyError string 
 		t.Fatal(err)
 	}
 	return st
+}
+
+// TestGroundingReload changes serve's grounding rules file under it:
+// SIGHUP puts the new rules in force for provider calls (and keeps their
+// source, so replay reproduces decisions made under them); a file that
+// cannot be read refuses every provider call, as at start; the
+// dashboard's "Reload policy" puts the fixed file back.
+func TestGroundingReload(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts gatehouse serve")
+	}
+	e := &erp{}
+	srv := httptest.NewServer(e)
+	defer srv.Close()
+	data := t.TempDir()
+	if r := ghIn(t, dashPassword+"\n", "users", "add", "olga", "--role", "operator", "--data-dir", data, "--password-stdin"); r.code != 0 {
+		t.Fatalf("users add: %+v", r)
+	}
+	files := erpFiles(t, data, srv.URL, "tok-ada")
+	groundingFile := filepath.Join(data, "grounding.yaml")
+	original, err := os.ReadFile(groundingFile)
+	must(t, err)
+	s := serve(t, data, append([]string{"--mode", "strict", "--journal-capture", "full"}, files...)...)
+	open := func() string {
+		run := strings.TrimSpace(gh(t, "work", "open", "--data-dir", data, "--tenant", "acme", "--person", "ada").stdout)
+		if !broker.ValidRunID(run) {
+			t.Fatalf("work open printed %q", run)
+		}
+		return run
+	}
+	read := func(run string) {
+		for _, path := range []string{"/invoices/INV-7", "/suppliers/S-1"} {
+			if r, code := callProvider(t, run, `{"provider":"erp","method":"GET","path":"`+path+`","atom":"erp.read"}`, "--data-dir", data); code != 0 || r.Outcome.Status != "ok" {
+				t.Fatalf("GET %s: exit %d %+v %+v", path, code, r.Decision, r.Outcome)
+			}
+		}
+	}
+	honest := payment("GB82WEST12345698765432")
+	// until pays until the decision is what want accepts: the reload is
+	// asynchronous to the signal.
+	until := func(what, run string, want func(broker.EffectReply, int) bool) {
+		t.Helper()
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			reply, code := callProvider(t, run, honest, "--data-dir", data)
+			if want(reply, code) {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: last decision %+v (exit %d)", what, reply.Decision, code)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+
+	runA := open()
+	read(runA)
+	if r, code := callProvider(t, runA, honest, "--data-dir", data); code != 0 || r.Outcome.Status != "ok" {
+		t.Fatalf("honest payment under the original rules: exit %d %+v", code, r.Decision)
+	}
+	// The operator narrows payments to approved accounts; SIGHUP.
+	narrowed := strings.Replace(string(original), "name: supplier-payment", "name: approved-accounts", 1) +
+		"      - {field: request.json.iban, one_of: [GB33BUKB20201555555555], as: iban}\n"
+	narrowed = strings.Replace(narrowed, "    other_fields: deny\n", "", 1) + "    other_fields: deny\n"
+	must(t, os.WriteFile(groundingFile, []byte(narrowed), 0o600))
+	must(t, s.cmd.Process.Signal(syscall.SIGHUP))
+	until("the narrowed grounding rule after SIGHUP", runA, func(r broker.EffectReply, code int) bool {
+		return code == 1 && r.Decision.Refusal == "ungrounded" && r.Decision.Rule == "grounding:approved-accounts"
+	})
+
+	// A broken file: every provider call is refused, as at start.
+	runB := open()
+	must(t, os.WriteFile(groundingFile, []byte("grounding:\n  - name: x\n    colour: red\n"), 0o600))
+	must(t, s.cmd.Process.Signal(syscall.SIGHUP))
+	until("grounding:unreadable after a broken file", runB, func(r broker.EffectReply, code int) bool {
+		return code == 1 && r.Decision.Rule == "grounding:unreadable" && r.Decision.Enforced
+	})
+	if strings.Contains(s.out.String(), "tok-ada") {
+		t.Fatal("the credential reached serve's log")
+	}
+
+	// Fixed (the original rules), and reloaded from the dashboard.
+	must(t, os.WriteFile(groundingFile, original, 0o600))
+	op := signIn(t, s.ep.HTTP, "olga")
+	tok := csrfField.FindStringSubmatch(op.get(t, "/status"))
+	if tok == nil {
+		t.Fatal("no CSRF token on the status page")
+	}
+	if code, _ := op.post(t, "/status/reload-policy", url.Values{"_csrf": {tok[1]}}); code != http.StatusOK {
+		t.Fatalf("reload from the dashboard: %d", code)
+	}
+	read(runB)
+	if r, code := callProvider(t, runB, honest, "--data-dir", data); code != 0 || r.Outcome.Status != "ok" {
+		t.Fatalf("honest payment after the dashboard reload: exit %d %+v", code, r.Decision)
+	}
+	if got := e.paid(); len(got) != 2 {
+		t.Fatalf("the ERP was paid %q, want the two payments allowed", got)
+	}
+
+	// Run A was decided under two grounding rules files; both sources are
+	// kept, so replay reproduces it.
+	s.stop(t)
+	if rp := gh(t, "replay", "--data-dir", data, runA); rp.code != 0 || !strings.Contains(rp.stdout, "reproduced") {
+		t.Fatalf("replay of the run decided across the reload: %d\n%s%s", rp.code, rp.stdout, rp.stderr)
+	}
 }

@@ -2,9 +2,12 @@ package content
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -22,6 +25,11 @@ type ObjectStoreConfig struct {
 	// Timeout bounds each call to the object store; 0 is 10 s.
 	Timeout time.Duration
 	Now     func() time.Time // nil is time.Now
+	// Existing opens the bucket only when it exists, leaving its
+	// configuration (replicas) as it is; a missing bucket is an error
+	// wrapping jetstream.ErrBucketNotFound. For readers such as replay and
+	// erasure, which must not create or reconfigure what serve made.
+	Existing bool
 }
 
 // OpenObjectStore returns a Store kept in a NATS Object Store bucket
@@ -32,10 +40,14 @@ type ObjectStoreConfig struct {
 //   - A blob is the object "sha256/<hex>". Its last use is its metadata
 //     "used" (RFC 3339), set when it is written and by Touch or a later
 //     Put of the same bytes.
-//   - The index keeps the first reference of each blob, in the blob's
-//     metadata "ref", not one line per use: Refs returns one Ref per blob
-//     (a request blob has exactly one use; a policy blob's later uses
-//     only mark it used).
+//   - The index keeps every reference, as the folder's index does: one
+//     empty object "refs/<hex>/<key>" per distinct use (kind, run,
+//     effect, person, name) of the blob <hex>, the Ref as JSON in its
+//     metadata "ref". A use repeated (the same policy again) rewrites its
+//     object with the later time. So ErasePerson leaves a blob another
+//     person's run also references, exactly like the folder store.
+//     Blobs written before refs/ existed carry their first reference in
+//     their own metadata "ref"; Refs reads both.
 //   - An erasure deletes the blob's object (JetStream purges its chunks)
 //     and writes the object "erasures/<hex>" holding the Erasure as JSON.
 //   - Dir is "" and Close does nothing.
@@ -52,10 +64,16 @@ func OpenObjectStore(ctx context.Context, js jetstream.JetStream, cfg ObjectStor
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = 10 * time.Second
 	}
-	os, err := js.CreateOrUpdateObjectStore(ctx, jetstream.ObjectStoreConfig{
-		Bucket: cfg.Bucket, Description: "gatehouse journal content: what decisions depended on",
-		Replicas: cfg.Replicas, Storage: jetstream.FileStorage,
-	})
+	var os jetstream.ObjectStore
+	var err error
+	if cfg.Existing {
+		os, err = js.ObjectStore(ctx, cfg.Bucket)
+	} else {
+		os, err = js.CreateOrUpdateObjectStore(ctx, jetstream.ObjectStoreConfig{
+			Bucket: cfg.Bucket, Description: "gatehouse journal content: what decisions depended on",
+			Replicas: cfg.Replicas, Storage: jetstream.FileStorage,
+		})
+	}
 	if err != nil {
 		return nil, fmt.Errorf("content: object store %s: %w", cfg.Bucket, err)
 	}
@@ -75,6 +93,7 @@ type objStore struct {
 const (
 	objBlobPrefix    = "sha256/"
 	objErasurePrefix = "erasures/"
+	objRefPrefix     = "refs/"
 	metaUsed         = "used"
 	metaRef          = "ref"
 )
@@ -99,26 +118,45 @@ func (o *objStore) put(data []byte, ref Ref, now time.Time) (string, error) {
 	name, _ := objName(d)
 	ctx, cancel := o.ctx()
 	defer cancel()
+	ref.Digest, ref.Time = d, now.UTC()
+	rb, err := json.Marshal(ref)
+	if err != nil {
+		return "", fmt.Errorf("content: %w", err)
+	}
 	info, err := o.os.GetInfo(ctx, name)
 	switch {
 	case err == nil:
 		if err := o.markUsed(ctx, info, now); err != nil {
 			return "", err
 		}
-		return d, nil
 	case !notFound(err):
 		return "", fmt.Errorf("content: %w", err)
+	default:
+		meta := jetstream.ObjectMeta{Name: name, Metadata: map[string]string{metaUsed: now.UTC().Format(time.RFC3339Nano), metaRef: string(rb)}}
+		if _, err := o.os.Put(ctx, meta, strings.NewReader(string(data))); err != nil {
+			return "", fmt.Errorf("content: write blob: %w", err)
+		}
 	}
-	ref.Digest, ref.Time = d, now.UTC()
-	rb, err := json.Marshal(ref)
-	if err != nil {
-		return "", fmt.Errorf("content: %w", err)
-	}
-	meta := jetstream.ObjectMeta{Name: name, Metadata: map[string]string{metaUsed: now.UTC().Format(time.RFC3339Nano), metaRef: string(rb)}}
-	if _, err := o.os.Put(ctx, meta, strings.NewReader(string(data))); err != nil {
-		return "", fmt.Errorf("content: write blob: %w", err)
+	// The reference, after the blob: a reference never names a blob that
+	// was not written.
+	meta := jetstream.ObjectMeta{Name: refObjName(ref), Metadata: map[string]string{metaRef: string(rb)}}
+	if _, err := o.os.Put(ctx, meta, strings.NewReader("")); err != nil {
+		return "", fmt.Errorf("content: index: %w", err)
 	}
 	return d, nil
+}
+
+// refObjName is "refs/<hex>/<key>": key identifies the use (everything in
+// the Ref but its time), so a repeated use rewrites one object.
+func refObjName(r Ref) string {
+	return objRefPrefix + r.Digest[len("sha256:"):] + "/" + refKey(r)
+}
+
+func refKey(r Ref) string {
+	r.Time = time.Time{}
+	b, _ := json.Marshal(r)
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:12])
 }
 
 func (o *objStore) markUsed(ctx context.Context, info *jetstream.ObjectInfo, now time.Time) error {
@@ -228,18 +266,37 @@ func (o *objStore) blobs(fn func(d string, used time.Time)) error {
 	return nil
 }
 
+// refs lists every reference object, then the first reference kept in
+// the metadata of blobs written before reference objects existed, each
+// use once, oldest first.
 func (o *objStore) refs() ([]Ref, error) {
-	infos, err := o.list(objBlobPrefix)
+	infos, err := o.list("")
 	if err != nil {
 		return nil, err
 	}
 	var out []Ref
-	for _, info := range infos {
+	seen := map[string]bool{}
+	add := func(info *jetstream.ObjectInfo) {
 		var r Ref
-		if json.Unmarshal([]byte(info.Metadata[metaRef]), &r) == nil && r.Digest != "" {
+		if json.Unmarshal([]byte(info.Metadata[metaRef]), &r) != nil || !ValidDigest(r.Digest) {
+			return
+		}
+		if k := r.Digest + "/" + refKey(r); !seen[k] {
+			seen[k] = true
 			out = append(out, r)
 		}
 	}
+	for _, info := range infos {
+		if strings.HasPrefix(info.Name, objRefPrefix) {
+			add(info)
+		}
+	}
+	for _, info := range infos {
+		if strings.HasPrefix(info.Name, objBlobPrefix) {
+			add(info)
+		}
+	}
+	slices.SortStableFunc(out, func(a, b Ref) int { return a.Time.Compare(b.Time) })
 	return out, nil
 }
 

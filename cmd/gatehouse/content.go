@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/gatehouse/gatehouse/broker"
 	"github.com/gatehouse/gatehouse/broker/content"
+	"github.com/gatehouse/gatehouse/broker/embedded"
 	"github.com/gatehouse/gatehouse/policy"
 	"github.com/gatehouse/gatehouse/sinks/provider"
 )
@@ -113,4 +115,75 @@ func keepRecordContent(sinks []broker.Sink, capture broker.ContentSink) {
 			p.KeepContent(capt)
 		}
 	}
+}
+
+// contentStoreFlags choose the content store an offline command (replay,
+// evidence --erase) reads: the folder, or the NATS Object Store bucket
+// serve --content-store objectstore keeps content in, reached with
+// --nats-url/--nats-creds or, without them, through the endpoints file a
+// running serve wrote in --data-dir (as 'gatehouse work' finds it).
+type contentStoreFlags struct {
+	kind, natsURL, creds string
+}
+
+func (f *contentStoreFlags) register(fs *flagSet) {
+	fs.stringVar(&f.kind, "content-store", "dir", "where serve kept captured content: dir (a folder) or objectstore (the NATS Object Store bucket "+content.ContentBucket+")")
+	fs.stringVar(&f.natsURL, "nats-url", "", "with --content-store objectstore: NATS URL (default: the one the local 'gatehouse serve' wrote in --data-dir)")
+	fs.stringVar(&f.creds, "nats-creds", "", "with --content-store objectstore: nkey seed file (default: the local server's broker credentials)")
+}
+
+// open opens the chosen store; dir is the folder for --content-store dir.
+// The returned func closes it (and the NATS connection). Errors are usage
+// errors: the store named cannot be reached.
+func (f *contentStoreFlags) open(ctx context.Context, dataDir, dir string) (*content.Store, func(), error) {
+	switch f.kind {
+	case "dir", "":
+		s, err := content.Open(dir, content.Options{})
+		if err != nil {
+			return nil, nil, &exitError{code: exitUsage, err: err}
+		}
+		return s, func() { _ = s.Close() }, nil
+	case "objectstore":
+	default:
+		return nil, nil, usageError("--content-store must be dir or objectstore, not %q", f.kind)
+	}
+	url, creds := f.natsURL, f.creds
+	if url == "" {
+		ep, err := readEndpoints(dataDir)
+		if err != nil {
+			return nil, nil, &exitError{code: exitUsage, err: fmt.Errorf("--content-store objectstore: %w", err)}
+		}
+		url = ep.NATSURL
+		if creds == "" && ep.AppCreds != "" { // the embedded server: its broker credential reaches JetStream
+			creds = embedded.CredsPath(filepath.Join(dataDir, "nats"), embedded.RoleBroker)
+		}
+	}
+	nc, err := connectNATS(url, creds, "gatehouse-content")
+	if err != nil {
+		return nil, nil, &exitError{code: exitUsage, err: fmt.Errorf("connect to NATS at %s: %w", redactURL(url), err)}
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		nc.Close()
+		return nil, nil, &exitError{code: exitUsage, err: err}
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	s, err := content.OpenObjectStore(ctx, js, content.ObjectStoreConfig{Existing: true})
+	if err != nil {
+		nc.Close()
+		if errors.Is(err, jetstream.ErrBucketNotFound) {
+			err = fmt.Errorf("%w (was serve started with --content-store objectstore and --journal-capture full?)", err)
+		}
+		return nil, nil, &exitError{code: exitUsage, err: err}
+	}
+	return s, func() { _ = s.Close(); nc.Close() }, nil
+}
+
+// erasureLog names where s logs its erasures, for messages.
+func (f *contentStoreFlags) erasureLog(s *content.Store) string {
+	if s.Dir() == "" {
+		return "the object store bucket " + content.ContentBucket + " (erasures/)"
+	}
+	return filepath.Join(s.Dir(), "erasures.jsonl")
 }

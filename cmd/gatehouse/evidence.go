@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/gatehouse/gatehouse/broker/content"
 	"github.com/gatehouse/gatehouse/broker/evidence"
 	"github.com/gatehouse/gatehouse/policy"
 )
@@ -20,6 +19,7 @@ const evidenceUsage = `Usage:
   gatehouse evidence TENANT/ --export DIR             write a tenant's evidence export
   gatehouse evidence TENANT/PERSON --export DIR       ... of one person's runs
   gatehouse evidence TENANT/PERSON --erase [--yes]    erase one person's captured content
+      [--content-store objectstore [--nats-url URL --nats-creds FILE]]
 
 Reads the journal (and content store) under --data-dir, offline. The export
 holds the runs exactly as written plus the head log and, when the journal
@@ -32,16 +32,22 @@ Without a checkpoint the export says so and a warning tells how to get one.
 --erase removes the person's request content from DATA_DIR/content (never
 journal events, so verify still passes; each erasure is logged in
 content/erasures.jsonl); without --yes it only says what it would erase.
+With --content-store objectstore it erases from the NATS Object Store
+bucket gatehouse_content instead (serve --content-store objectstore;
+logged there under erasures/), reached with --nats-url and --nats-creds
+or the NATS of the 'gatehouse serve' running in --data-dir. A blob another
+person's run also references is kept, in either store.
 
 Exit status: 0 ok (the journal verifies), 1 the journal has findings (or
 does not match its own latest checkpoint: no export is made), 2 usage or
 unusable input (and --erase without --yes).
 `
 
-func cmdEvidence(_ context.Context, env *cliEnv, args []string) error {
+func cmdEvidence(ctx context.Context, env *cliEnv, args []string) error {
 	var (
 		dataDir, journalDir, exportDir string
 		asJSON, erase, yes             bool
+		store                          contentStoreFlags
 	)
 	fs := newEnvFlags(env, "evidence", evidenceUsage)
 	fs.stringVar(&dataDir, "data-dir", ".gatehouse", "data dir whose journal and content to read")
@@ -50,6 +56,7 @@ func cmdEvidence(_ context.Context, env *cliEnv, args []string) error {
 	fs.BoolVar(&asJSON, "json", false, "print JSON")
 	fs.BoolVar(&erase, "erase", false, "erase the person's captured content")
 	fs.BoolVar(&yes, "yes", false, "with --erase: really erase")
+	store.register(fs)
 	pos, err := fs.parse(args)
 	if err != nil {
 		return err
@@ -68,7 +75,7 @@ func cmdEvidence(_ context.Context, env *cliEnv, args []string) error {
 	case erase && exportDir != "":
 		return usageError("--erase and --export do not go together")
 	case erase:
-		return evidenceErase(env, dataDir, journalDir, sel, yes, asJSON)
+		return evidenceErase(ctx, env, &store, dataDir, journalDir, sel, yes, asJSON)
 	case exportDir != "":
 		sum, err := evidence.Export(exportDir, journalDir, sel)
 		if err != nil {
@@ -217,15 +224,15 @@ func printApproval(w io.Writer, a evidence.ApprovalEntry) {
 	fmt.Fprintln(w)
 }
 
-func evidenceErase(env *cliEnv, dataDir, journalDir string, sel evidence.Selector, yes, asJSON bool) error {
+func evidenceErase(ctx context.Context, env *cliEnv, csf *contentStoreFlags, dataDir, journalDir string, sel evidence.Selector, yes, asJSON bool) error {
 	if sel.Person == "" {
 		return usageError("--erase erases one person's content: write TENANT/PERSON")
 	}
-	store, err := content.Open(filepath.Join(dataDir, "content"), content.Options{})
+	store, closeStore, err := csf.open(ctx, dataDir, filepath.Join(dataDir, "content"))
 	if err != nil {
-		return &exitError{code: exitUsage, err: err}
+		return err
 	}
-	defer store.Close()
+	defer closeStore()
 	who := policy.Principal{Tenant: sel.Tenant, Person: sel.Person}
 	if !yes {
 		plan, err := store.PersonContent(who, journalDir)
@@ -249,7 +256,6 @@ func evidenceErase(env *cliEnv, dataDir, journalDir string, sel evidence.Selecto
 	if asJSON {
 		return json.NewEncoder(env.stdout).Encode(map[string]any{"erased": done})
 	}
-	fmt.Fprintf(env.stdout, "erased %d blob(s) of %s's captured content; logged in %s\n", len(done), sel,
-		filepath.Join(store.Dir(), "erasures.jsonl"))
+	fmt.Fprintf(env.stdout, "erased %d blob(s) of %s's captured content; logged in %s\n", len(done), sel, csf.erasureLog(store))
 	return nil
 }

@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"os/signal"
@@ -11,7 +13,9 @@ import (
 
 	"github.com/gatehouse/gatehouse/broker"
 	"github.com/gatehouse/gatehouse/broker/content"
+	"github.com/gatehouse/gatehouse/grounding"
 	"github.com/gatehouse/gatehouse/policy"
+	"github.com/gatehouse/gatehouse/sinks/provider"
 )
 
 // policyHolder is serve's policy: what the broker decides under and what
@@ -20,12 +24,19 @@ import (
 // start: a file that cannot be read puts policy.Unreadable in place, which
 // refuses every effect with policy-unreadable until a reload succeeds.
 // Decisions already carry the policy digest they were made under, so a
-// reload adds no journal event of its own. Safe for concurrent use.
+// reload adds no journal event of its own. With --grounding it re-reads
+// the grounding rules too and puts them in the provider sink, failing
+// closed the same way (grounding.Unreadable refuses every provider call);
+// decisions carry the rules' digest, and the source is kept for replay.
+// Safe for concurrent use.
 type policyHolder struct {
 	path    string
 	log     *slog.Logger
 	broker  *broker.Broker     // set before the first reload
 	capture broker.ContentSink // keeps the new source for replay; may be nil
+
+	groundingPath string         // --grounding; "" reloads no grounding rules
+	provider      *provider.Sink // whose rules to replace; nil without --providers
 
 	mu  sync.Mutex // serializes reloads and guards pol and err
 	pol *policy.Policy
@@ -39,11 +50,15 @@ func (h *policyHolder) current() (*policy.Policy, error) {
 	return h.pol, h.err
 }
 
-// reload re-reads the policy file, puts it in force and returns the read
-// error, if any.
+// reload re-reads the policy file and the grounding rules file, puts
+// them in force and returns the read errors, if any.
 func (h *policyHolder) reload() error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	return errors.Join(h.reloadPolicy(), h.reloadGrounding())
+}
+
+func (h *policyHolder) reloadPolicy() error {
 	pol, err := loadPolicy(h.path)
 	h.broker.SetPolicy(pol)
 	h.pol, h.err = pol, err
@@ -54,6 +69,47 @@ func (h *policyHolder) reload() error {
 	h.log.Info("policy reloaded", "file", policyName(h.path), "digest", pol.Digest())
 	h.keepSource(pol)
 	return nil
+}
+
+// reloadGrounding re-reads --grounding into the provider sink. A file that
+// cannot be read puts grounding.Unreadable in force, as serve does at
+// start: every provider call is refused until a reload succeeds.
+func (h *policyHolder) reloadGrounding() error {
+	if h.groundingPath == "" || h.provider == nil {
+		return nil
+	}
+	rules, err := grounding.Load(h.groundingPath)
+	if err != nil {
+		h.log.Error("grounding rules could not be read: every provider call is refused until they are fixed", "file", h.groundingPath, "err", err)
+		rules = grounding.Unreadable(h.groundingPath, err)
+	}
+	if serr := h.provider.SetGrounding(rules); serr != nil {
+		h.log.Error("grounding rules not reloaded", "file", h.groundingPath, "err", serr)
+		return errors.Join(err, serr)
+	}
+	if err != nil {
+		return fmt.Errorf("grounding rules: %w", err)
+	}
+	h.log.Info("grounding rules reloaded", "file", filepath.Base(h.groundingPath), "digest", rules.Digest())
+	h.keepGroundingSource(rules)
+	return nil
+}
+
+// keepGroundingSource stores the grounding rules' source in the content
+// store, so replay can check provider calls under them by digest.
+func (h *policyHolder) keepGroundingSource(rules *grounding.Rules) {
+	cp, ok := h.capture.(*content.Capturer)
+	if !ok || cp.Mode() != content.ModeFull {
+		return
+	}
+	src, err := os.ReadFile(h.groundingPath)
+	if err != nil || content.DigestOf(src) != rules.Digest() {
+		h.log.Warn("grounding rules source not kept: replay cannot check grounding", "file", h.groundingPath)
+		return
+	}
+	if _, err := cp.AddGrounding(filepath.Base(h.groundingPath), src); err != nil {
+		h.log.Warn("grounding rules source not kept: replay cannot check grounding", "file", h.groundingPath, "err", err)
+	}
 }
 
 // keepSource stores the file's source in the content store, so replay can
@@ -87,10 +143,20 @@ func (h *policyHolder) reloadOnHangup(ctx context.Context) (stop func()) {
 			case <-ctx.Done():
 				return
 			case <-ch:
-				h.log.Info("SIGHUP: reloading the policy", "file", policyName(h.path))
+				h.log.Info("SIGHUP: reloading the policy and grounding rules", "file", policyName(h.path), "grounding", h.groundingPath)
 				_ = h.reload()
 			}
 		}
 	}()
 	return func() { signal.Stop(ch); cancel(); <-done }
+}
+
+// providerOf is the provider sink among sinks, nil when serve runs none.
+func providerOf(sinks []broker.Sink) *provider.Sink {
+	for _, s := range sinks {
+		if p, ok := s.(*provider.Sink); ok {
+			return p
+		}
+	}
+	return nil
 }

@@ -8,13 +8,13 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/gatehouse/gatehouse/broker/content"
 	"github.com/gatehouse/gatehouse/broker/replay"
 	"github.com/gatehouse/gatehouse/grounding"
 	"github.com/gatehouse/gatehouse/policy"
 )
 
 const replayUsage = `Usage: gatehouse replay [DIR] [RUN] [--policy FILE] [--grounding FILE] [--mode MODE] [--json]
+                        [--content-store objectstore [--nats-url URL --nats-creds FILE]]
 
 Decides every recorded effect of a run again from its recorded inputs (the
 request kept in the content store, the run's authority from run.open, the
@@ -26,7 +26,10 @@ reproduced, diverged (at which event, and why), changed (recorded content
 fails its digest) or not replayable (content not captured or erased).
 Nothing is called and nothing acts. DIR defaults to DATA_DIR/journal; the
 content store is DATA_DIR/content (or --content). Without RUN every run is
-replayed.
+replayed. With --content-store objectstore the content is read from the
+NATS Object Store bucket gatehouse_content (serve --content-store
+objectstore), reached with --nats-url and --nats-creds or, without them,
+the NATS of the 'gatehouse serve' running in --data-dir.
 
 --policy FILE replays under a candidate rules file instead and reports what
 it would decide differently, grouped by rule (the what-if before switching
@@ -38,14 +41,16 @@ Exit status: 0 every decision reproduced, 1 a divergence, change or a run
 that cannot be replayed, 2 usage or unusable input.
 `
 
-func cmdReplay(_ context.Context, env *cliEnv, args []string) error {
+func cmdReplay(ctx context.Context, env *cliEnv, args []string) error {
 	var (
 		dataDir, contentDir, policyFile, groundingFile, mode string
 		asJSON                                               bool
+		store                                                contentStoreFlags
 	)
 	fs := newEnvFlags(env, "replay", replayUsage)
 	fs.stringVar(&dataDir, "data-dir", ".gatehouse", "data dir whose journal and content to read")
-	fs.StringVar(&contentDir, "content", "", "content store (default DATA_DIR/content)")
+	fs.StringVar(&contentDir, "content", "", "content store folder (default DATA_DIR/content)")
+	store.register(fs)
 	fs.StringVar(&policyFile, "policy", "", "replay under this candidate rules file instead of the recorded policies")
 	fs.StringVar(&groundingFile, "grounding", "", "check provider calls under this candidate grounding rules file instead of the recorded rules")
 	fs.StringVar(&mode, "mode", "", "decide in this mode instead of the recorded one (off, report, strict)")
@@ -96,12 +101,12 @@ func cmdReplay(_ context.Context, env *cliEnv, args []string) error {
 		}
 		opts.Grounding = g
 	}
-	store, err := content.Open(contentDir, content.Options{})
+	cs, closeStore, err := store.open(ctx, dataDir, contentDir)
 	if err != nil {
-		return &exitError{code: exitUsage, err: err}
+		return err
 	}
-	defer store.Close()
-	opts.Content = store
+	defer closeStore()
+	opts.Content = cs
 
 	var rep *replay.Report
 	if run != "" {

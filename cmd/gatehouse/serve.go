@@ -231,8 +231,9 @@ func cmdServe(ctx context.Context, env *cliEnv, args []string) error {
 	for _, bind := range sinks.bind {
 		bind(b)
 	}
-	// SIGHUP (and the dashboard) re-read the policy file.
-	pols := &policyHolder{path: c.policy, log: log, broker: b, capture: capture, pol: pol, err: polErr}
+	// SIGHUP (and the dashboard) re-read the policy and grounding files.
+	pols := &policyHolder{path: c.policy, log: log, broker: b, capture: capture, pol: pol, err: polErr,
+		groundingPath: c.grounding, provider: providerOf(sinks.sinks)}
 	defer pols.reloadOnHangup(ctx)()
 	svc, err := broker.Serve(nc, b, broker.ServiceConfig{})
 	if err != nil {
@@ -269,7 +270,7 @@ func cmdServe(ctx context.Context, env *cliEnv, args []string) error {
 		pol, polErr := pols.current()
 		st := dashboard.Status{
 			Version: version, Mode: string(mode), PolicyName: policyName(c.policy), PolicyDigest: pol.Digest(),
-			NATSURL: natsURL, Embedded: ns != nil, JournalDir: c.journalDir(), Started: started, Now: time.Now(),
+			NATSURL: redactURL(natsURL), Embedded: ns != nil, JournalDir: c.journalDir(), Started: started, Now: time.Now(),
 			WriterRunning: loop != nil, SandboxTier: string(sb.Tier()), SandboxConfined: sb.Confined(),
 		}
 		if polErr != nil {
@@ -322,7 +323,7 @@ func cmdServe(ctx context.Context, env *cliEnv, args []string) error {
   journal     %s
   policy      %s (reload: kill -HUP %d, or the status page)
   sandbox     %s (confined: %v)
-`, version, mode, natsURL, map[bool]string{true: " (embedded)", false: ""}[ns != nil], srv.URL(), srv.URL(), c.journalDir(), policyName(c.policy), os.Getpid(), sb.Tier(), sb.Confined())
+`, version, mode, redactURL(natsURL), map[bool]string{true: " (embedded)", false: ""}[ns != nil], srv.URL(), srv.URL(), c.journalDir(), policyName(c.policy), os.Getpid(), sb.Tier(), sb.Confined())
 	if ns != nil {
 		fmt.Fprintf(env.stdout, "  app creds   %s\n  agent creds %s (shared)\n", ep.AppCreds, ep.AgentCreds)
 		for _, a := range c.agents {

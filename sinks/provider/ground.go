@@ -97,6 +97,7 @@ func callerInput(run *broker.Run) map[string]any {
 }
 
 func (s *Sink) ground(ctx context.Context, run *broker.Run, c *call, prop *broker.Proposal) error {
+	rules := s.rules.Load() // one set of rules for the whole check, even across a reload
 	in := grounding.Input{
 		Workflow: workflow(run),
 		Call: grounding.Call{Provider: c.prov.Name, Method: c.method, Path: c.path, Query: c.query,
@@ -111,14 +112,14 @@ func (s *Sink) ground(ctx context.Context, run *broker.Run, c *call, prop *broke
 		}
 	}
 	// Every answer the check gets is noted, for replay (content store).
-	rec := &recorder{recs: in.Records, reread: in.Reread, g: recordInput(s.rules, &in, run)}
+	rec := &recorder{recs: in.Records, reread: in.Reread, g: recordInput(rules, &in, run)}
 	if in.Records != nil {
 		in.Records = rec
 	}
 	if in.Reread != nil {
 		in.Reread = rec.rereadFn
 	}
-	res := s.rules.Check(ctx, in)
+	res := rules.Check(ctx, in)
 	if !res.Applied {
 		return nil
 	}
@@ -132,7 +133,7 @@ func (s *Sink) ground(ctx context.Context, run *broker.Run, c *call, prop *broke
 
 // keep stores a GET's response for grounding when a rule could use it.
 func (s *Sink) keep(ctx context.Context, run *broker.Run, prop *broker.Proposal, c *call, resp *response, dg string) error {
-	if c.rawQuery != "" || !s.rules.Keeps(c.prov.Name, c.path) {
+	if c.rawQuery != "" || !s.rules.Load().Keeps(c.prov.Name, c.path) {
 		return nil
 	}
 	r := grounding.Record{
@@ -155,7 +156,7 @@ func (s *Sink) markWritten(ctx context.Context, run *broker.Run, c *call) error 
 		if p == "" {
 			p = "/"
 		}
-		if s.rules.Keeps(c.prov.Name, p) {
+		if s.rules.Load().Keeps(c.prov.Name, p) {
 			if err := s.records.Wrote(ctx, workflow(run), c.prov.Name, p, at); err != nil {
 				return &CallError{Provider: c.prov.Name, Type: "record-store", Err: err,
 					Detail: "the write could not be noted for grounding, so it was not sent. Operator: make the grounding record store reachable"}

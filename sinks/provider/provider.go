@@ -108,6 +108,7 @@ import (
 	"path"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 	"unicode"
 	"unicode/utf8"
@@ -156,7 +157,7 @@ type Sink struct {
 	creds   CredentialStore
 	cache   *ttlcache.Cache[credKey, Credential]
 	ttl     time.Duration
-	rules   *grounding.Rules
+	rules   atomic.Pointer[grounding.Rules] // swapped by SetGrounding
 	records RecordStore
 	log     *slog.Logger
 	now     func() time.Time
@@ -179,8 +180,9 @@ func New(ctx context.Context, js jetstream.JetStream, cfg Config) (*Sink, error)
 			return nil, err
 		}
 	}
-	s := &Sink{cat: cfg.Catalogue, creds: cfg.Credentials, ttl: cfg.CredentialTTL, rules: cfg.Grounding,
+	s := &Sink{cat: cfg.Catalogue, creds: cfg.Credentials, ttl: cfg.CredentialTTL,
 		records: cfg.Records, log: cfg.Logger, now: cfg.Now, clients: map[string]*http.Client{}}
+	s.rules.Store(cfg.Grounding)
 	if s.ttl == 0 {
 		s.ttl = DefaultCredentialTTL
 	}
@@ -196,7 +198,7 @@ func New(ctx context.Context, js jetstream.JetStream, cfg Config) (*Sink, error)
 	for name, p := range s.cat.providers {
 		s.clients[name] = newClient(p)
 	}
-	if s.rules != nil && s.records == nil {
+	if cfg.Grounding != nil && s.records == nil {
 		if js == nil {
 			return nil, errors.New("provider sink: grounding rules need a record store: give Records or a JetStream context")
 		}
@@ -283,7 +285,7 @@ func (s *Sink) Describe(ctx context.Context, run *broker.Run, req *broker.Effect
 	if c.body != nil {
 		prop.Size, prop.Digest = int64(len(c.body)), digest(c.body)
 	}
-	if s.rules != nil {
+	if s.rules.Load() != nil {
 		if err := s.ground(ctx, run, c, prop); err != nil {
 			return nil, err
 		}
@@ -477,7 +479,7 @@ func (s *Sink) Perform(ctx context.Context, run *broker.Run, req *broker.EffectR
 		}
 		cred = &got
 	}
-	if isMutating(c.method) && s.rules != nil {
+	if isMutating(c.method) && s.rules.Load() != nil {
 		if err := s.markWritten(ctx, run, c); err != nil {
 			return nil, err
 		}
@@ -518,7 +520,7 @@ func (s *Sink) Perform(ctx context.Context, run *broker.Run, req *broker.EffectR
 			r.BodyBase64 = base64.StdEncoding.EncodeToString(resp.body)
 		}
 	}
-	if s.rules != nil && c.method == http.MethodGet && resp.status >= 200 && resp.status < 300 {
+	if s.rules.Load() != nil && c.method == http.MethodGet && resp.status >= 200 && resp.status < 300 {
 		if err := s.keep(ctx, run, prop, c, resp, dg); err != nil {
 			// The read happened and is answered; it only cannot ground.
 			s.log.Warn("provider response not kept for grounding", "run", run.ID, "effect", prop.ID, "provider", p.Name, "err", err)

@@ -1,0 +1,43 @@
+package provider_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/gatehouse/gatehouse/broker/natstest"
+	"github.com/gatehouse/gatehouse/grounding"
+	"github.com/gatehouse/gatehouse/sinks/provider"
+)
+
+// SetGrounding swaps the rules in force; a sink built without grounding
+// has no record store, so rules given later are refused and nothing
+// changes, rather than checks running against no records.
+func TestSetGrounding(t *testing.T) {
+	cat, err := provider.ParseCatalogue("c.yaml", []byte("providers:\n  - {name: erp, base_url: http://127.0.0.1:1, auth: {type: none}}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rules, err := grounding.Parse("g.yaml", []byte(pinnedYAML))
+	if err != nil {
+		t.Fatal(err)
+	}
+	bare, err := provider.New(context.Background(), nil, provider.Config{Catalogue: cat})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := bare.SetGrounding(rules); !errors.Is(err, provider.ErrNoRecordStore) || bare.Grounding() != nil {
+		t.Fatalf("rules on a sink without a record store: %v, in force %v", err, bare.Grounding())
+	}
+
+	s, err := provider.New(context.Background(), natstest.JetStream(t), provider.Config{Catalogue: cat, Grounding: rules})
+	if err != nil {
+		t.Fatal(err)
+	}
+	broken := grounding.Unreadable("g.yaml", errors.New("line 3: colour"))
+	for _, r := range []*grounding.Rules{broken, rules, nil} {
+		if err := s.SetGrounding(r); err != nil || s.Grounding() != r {
+			t.Fatalf("SetGrounding(%v): %v, in force %v", r.Name(), err, s.Grounding())
+		}
+	}
+}
