@@ -107,9 +107,19 @@ func NewJournalGate(ctx context.Context, js jetstream.JetStream, j Journal, repl
 				return
 			case e, ok := <-w.Updates():
 				if !ok {
+					// The watch ended without Close: forget the last state
+					// rather than keep refusing (or allowing) on news that
+					// can no longer change. JetStream's acks still gate
+					// every record.
+					g.state.Store(nil)
+					log.Warn("journal writer health: watch ended; no longer gating on it")
 					return
 				}
-				if e == nil || e.Operation() != jetstream.KeyValuePut {
+				if e == nil {
+					continue // the initial values have been delivered
+				}
+				if e.Operation() != jetstream.KeyValuePut {
+					g.state.Store(nil) // deleted or purged: no word from the writer
 					continue
 				}
 				var h WriterHealth

@@ -101,6 +101,10 @@
 // {sink: browser, target: "api.example.com/**"}.
 //
 // Also decided, by the same path (rules in policy/browser.go):
+//   - a GET, HEAD or OPTIONS with a body (an OPTIONS can carry one) is a
+//     send like a POST (Values[policy.BrowserBodyBytes] says so); the
+//     agent's goto passes undecided only as the GET it is, and an Upgrade
+//     other than a WebSocket's through CONNECT is refused (400);
 //   - a GET to another site whose query is longer than the rules file's
 //     browser.max_off_site_query_bytes (policy.DefaultMaxOffSiteQueryBytes,
 //     1024, when unset) is a send with Method GET; its size and digest are

@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -376,7 +377,7 @@ type session struct {
 	page    playwright.Page     // the page actions act on
 	pages   []playwright.Page   // every page of the context, by index; 0 is the first
 	proxy   *proxy              // the run's proxy listener
-	tokens  map[string]struct{} // one-time tokens of requests the route handler decided
+	tokens  map[string]string   // one-time tokens of requests the route handler decided -> "METHOD host"
 	hosts   map[string]struct{} // hosts the agent navigated to (tunnels to them are reads)
 	gotoURL string              // the agent's goto in progress
 	closed  bool
@@ -493,26 +494,34 @@ func (s *session) crashed() bool {
 
 // token returns a fresh one-time token for a request the route handler
 // decided.
-func (s *session) token() string {
+func (s *session) token(method, rawURL string) string {
 	t := newToken()
 	s.mu.Lock()
 	if s.tokens == nil {
-		s.tokens = map[string]struct{}{}
+		s.tokens = map[string]string{}
 	}
 	if len(s.tokens) < 1<<16 {
-		s.tokens[t] = struct{}{}
+		s.tokens[t] = tokenFor(method, rawURL)
 	}
 	s.mu.Unlock()
 	return t
 }
 
-// spend reports whether t is an unused token of s, using it up.
-func (s *session) spend(t string) bool {
+// spend reports whether t is an unused token of s issued for a request
+// with this method to this host, using it up. A token carried by any
+// other request (a redirect's follow-on to another site, say) does not
+// pass it undecided.
+func (s *session) spend(t, method, rawURL string) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	_, ok := s.tokens[t]
+	want, ok := s.tokens[t]
 	delete(s.tokens, t)
-	return ok
+	return ok && want == tokenFor(method, rawURL)
+}
+
+// tokenFor is what a token is bound to: the method and the host.
+func tokenFor(method, rawURL string) string {
+	return strings.ToUpper(method) + " " + strings.ToLower(hostPath(rawURL).host)
 }
 
 // pageHost is the host of the run's top-level page now ("" before one).

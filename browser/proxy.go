@@ -187,17 +187,28 @@ func (px *proxy) serveRequest(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	mode := d.Mode()
-	if mode == policy.ModeOff || (token != "" && px.s.spend(token)) || px.s.isAgentGoto(r.URL.String()) {
+	if mode != policy.ModeOff && r.Header.Get("Upgrade") != "" {
+		// The one upgrade decided is a WebSocket's, through CONNECT (or
+		// inside an intercepted tunnel, serveIntercepted); forwarded, any
+		// other would become a blind tunnel to whoever answered 101.
+		http.Error(w, "gatehouse: an upgrade goes through CONNECT", http.StatusBadRequest)
+		return
+	}
+	hasBody := r.Body != nil && r.Body != http.NoBody
+	// The agent's goto passes undecided (it was decided as a navigate), but
+	// only as what it is, a GET: anything sent to its URL is a send.
+	agentGoto := r.Method == http.MethodGet && !hasBody && px.s.isAgentGoto(r.URL.String())
+	if mode == policy.ModeOff || (token != "" && px.s.spend(token, r.Method, r.URL.String())) || agentGoto {
 		px.fwd.ServeHTTP(w, r)
 		return
 	}
-	snd := px.pool.classify(d.Policy(), px.s, r.Method, r.URL.String(), px.s.pageHost())
+	snd := px.pool.classify(d.Policy(), px.s, r.Method, r.URL.String(), px.s.pageHost(), hasBody)
 	if snd == nil {
 		px.fwd.ServeHTTP(w, r)
 		return
 	}
 	snd.via = viaProxy
-	if r.Body != nil && r.Body != http.NoBody {
+	if hasBody {
 		body, err := io.ReadAll(io.LimitReader(r.Body, maxHeldBody+1))
 		if err != nil {
 			http.Error(w, "gatehouse: body not read", http.StatusBadRequest)

@@ -86,16 +86,17 @@ func carriesData(method string) bool {
 
 // classify returns the send a request is decided as, nil for a plain read
 // that is neither decided nor recorded. Under pol: anything but GET, HEAD and
-// OPTIONS is a send; a GET to a host other than pageHost whose query is
+// OPTIONS is a send, and so is any request with a body (an OPTIONS can
+// carry one); a GET to a host other than pageHost whose query is
 // longer than pol.Browser().MaxOffSiteQueryBytes is a send (the query's size
 // and digest recorded, never its text); a read of a target a scope names is
 // a navigate. The route handler and the proxy both classify with it, so a
 // request either sees is decided alike.
-func (p *Pool) classify(pol *policy.Policy, s *session, method, rawURL, pageHost string) *send {
+func (p *Pool) classify(pol *policy.Policy, s *session, method, rawURL, pageHost string, hasBody bool) *send {
 	method = strings.ToUpper(method)
 	to := hostPath(rawURL)
 	snd := &send{run: s.run, sess: s, action: EffectSend, method: method, to: to, pageHost: pageHost}
-	if carriesData(method) {
+	if carriesData(method) || hasBody {
 		return snd
 	}
 	if method == "GET" && to.host != "" && !strings.EqualFold(to.host, pageHost) {
@@ -133,7 +134,9 @@ func (p *Pool) route(s *session) func(playwright.Route) {
 			_ = r.Abort("blockedbyclient")
 			return
 		}
-		if s.isAgentGoto(req.URL()) && req.IsNavigationRequest() {
+		// The agent's goto (a GET) was decided as a navigate; a form posted
+		// to its URL meanwhile is a send like any other.
+		if req.Method() == "GET" && s.isAgentGoto(req.URL()) && req.IsNavigationRequest() {
 			p.continueDecided(s, r)
 			return
 		}
@@ -141,12 +144,13 @@ func (p *Pool) route(s *session) func(playwright.Route) {
 		if pageHost == "" {
 			pageHost = s.pageHost()
 		}
-		snd := p.classify(d.Policy(), s, req.Method(), req.URL(), pageHost)
+		body, _ := req.PostDataBuffer()
+		snd := p.classify(d.Policy(), s, req.Method(), req.URL(), pageHost, len(body) > 0)
 		if snd == nil {
 			_ = r.Continue()
 			return
 		}
-		if body, err := req.PostDataBuffer(); err == nil && len(body) > 0 {
+		if len(body) > 0 {
 			snd.size, snd.digest = int64(len(body)), digest(body)
 		}
 		snd.via, snd.route = viaRoute, r
@@ -175,7 +179,7 @@ func decidedOptions(s *session, req playwright.Request) playwright.RouteContinue
 		return playwright.RouteContinueOptions{}
 	}
 	h := req.Headers()
-	h[decidedHeader] = s.token()
+	h[decidedHeader] = s.token(req.Method(), req.URL())
 	return playwright.RouteContinueOptions{Headers: h}
 }
 
@@ -257,6 +261,8 @@ func (p *Pool) describeSend(ctx context.Context, run *broker.Run, req *broker.Ef
 		e.Origin = policy.OriginRuntime
 	case snd.query > 0:
 		e.Values = map[string]string{policy.BrowserQueryBytes: strconv.Itoa(snd.query)}
+	case snd.action == EffectSend && snd.size > 0 && !carriesData(snd.method):
+		e.Values = map[string]string{policy.BrowserBodyBytes: strconv.FormatInt(snd.size, 10)}
 	}
 	return &broker.Proposal{Effect: e, Size: snd.size, Digest: snd.digest, State: snd}, nil
 }

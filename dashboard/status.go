@@ -18,6 +18,11 @@ type Status struct {
 	JournalDir   string
 	Sinks        []string
 
+	// GroundingError, non-empty: the grounding rules file (serve
+	// --grounding) could not be read, at start or at the last reload, and
+	// every provider call is refused until a reload succeeds.
+	GroundingError string
+
 	SandboxTier     string
 	SandboxConfined bool
 	Started         time.Time

@@ -10,7 +10,7 @@ import (
 // tenant) says how the broker is doing and nothing of where things are.
 func TestStatusReducedGolden(t *testing.T) {
 	start := time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC)
-	secret := []string{"nats://10.0.0.7:4222", "/data/nats/creds", "/data/journal", "/etc/gatehouse/", `unknown key "colour"`, "reload-policy"}
+	secret := []string{"nats://10.0.0.7:4222", "/data/nats/creds", "/data/journal", "/etc/gatehouse/", `unknown key "colour"`, `unknown key "bnd"`, "reload-policy"}
 	for name, st := range map[string]Status{
 		"status-reduced.html": {
 			Version: "0.1.0", Mode: "strict", PolicyName: "/etc/gatehouse/rules.yaml", PolicyDigest: "sha256:ab12",
@@ -22,6 +22,11 @@ func TestStatusReducedGolden(t *testing.T) {
 			Version: "0.1.0", Mode: "report", PolicyName: "/etc/gatehouse/bad.yaml",
 			PolicyError: `/etc/gatehouse/bad.yaml: rule 2 "x": unknown key "colour"`,
 			NATSURL:     "nats://10.0.0.7:4222", JournalDir: "/data/journal", Started: start, Now: start, SandboxTier: "unconfined",
+		},
+		"status-reduced-grounding-error.html": {
+			Version: "0.1.0", Mode: "strict", PolicyName: "/etc/gatehouse/rules.yaml", PolicyDigest: "sha256:ab12",
+			GroundingError: `grounding rules: /etc/gatehouse/grounding.yaml: line 3: rule "refund": unknown key "bnd"`,
+			NATSURL:        "nats://10.0.0.7:4222", JournalDir: "/data/journal", Sinks: []string{"provider"}, Started: start, Now: start, SandboxTier: "unconfined",
 		},
 	} {
 		// Reload is set to show the reduced page never offers it.

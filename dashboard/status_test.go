@@ -42,6 +42,11 @@ func TestStatusPageGolden(t *testing.T) {
 			Version: "0.1.0", Mode: "report", PolicyName: "bad.yaml", PolicyError: `bad.yaml: rule 2 "x": unknown key "colour" <script>`,
 			NATSURL: "nats://cluster:4222", JournalDir: "/data/journal", Started: start, Now: start, SandboxTier: "unconfined",
 		},
+		"status-grounding-error.html": {
+			Version: "0.1.0", Mode: "strict", PolicyName: "rules.yaml", PolicyDigest: "sha256:ab12",
+			GroundingError: `grounding rules: /etc/gatehouse/grounding.yaml: line 3: rule "refund": unknown key "bnd" <b>`,
+			NATSURL:        "nats://cluster:4222", JournalDir: "/data/journal", Sinks: []string{"provider"}, Started: start, Now: start, SandboxTier: "unconfined",
+		},
 	} {
 		var buf bytes.Buffer
 		if err := StatusPage(st).Render(context.Background(), &buf); err != nil {

@@ -239,15 +239,27 @@ func TestGroundingReload(t *testing.T) {
 		t.Fatal("the credential reached serve's log")
 	}
 
+	// The operator sees why on the status page, in red, and in /api/status.
+	op := signIn(t, s.ep.HTTP, "olga")
+	if page := op.get(t, "/status"); !strings.Contains(page, `data-testid="grounding-error"`) || !strings.Contains(page, "colour") {
+		t.Fatalf("the status page does not show the unreadable grounding rules:\n%s", page)
+	}
+	var st struct{ GroundingError string }
+	if err := json.Unmarshal([]byte(op.get(t, "/api/status")), &st); err != nil || !strings.Contains(st.GroundingError, "colour") {
+		t.Fatalf("/api/status GroundingError %q (%v)", st.GroundingError, err)
+	}
+
 	// Fixed (the original rules), and reloaded from the dashboard.
 	must(t, os.WriteFile(groundingFile, original, 0o600))
-	op := signIn(t, s.ep.HTTP, "olga")
 	tok := csrfField.FindStringSubmatch(op.get(t, "/status"))
 	if tok == nil {
 		t.Fatal("no CSRF token on the status page")
 	}
 	if code, _ := op.post(t, "/status/reload-policy", url.Values{"_csrf": {tok[1]}}); code != http.StatusOK {
 		t.Fatalf("reload from the dashboard: %d", code)
+	}
+	if page := op.get(t, "/status"); strings.Contains(page, `data-testid="grounding-error"`) {
+		t.Fatalf("the status page still shows the grounding rules unreadable after a good reload:\n%s", page)
 	}
 	read(runB)
 	if r, code := callProvider(t, runB, honest, "--data-dir", data); code != 0 || r.Outcome.Status != "ok" {

@@ -33,6 +33,10 @@ const (
 	BrowserBackground = "background"
 	// BrowserQueryBytes is the Effect.Values key of a GET's query size.
 	BrowserQueryBytes = "query_bytes"
+	// BrowserBodyBytes is the Effect.Values key of the body size of a send
+	// whose method is GET, HEAD or OPTIONS (an OPTIONS can carry one): a
+	// body is data going out whatever the method.
+	BrowserBodyBytes = "body_bytes"
 )
 
 // DefaultMaxOffSiteQueryBytes is the query size above which a GET to
@@ -124,7 +128,7 @@ func (d *decider) browserBuiltins() {
 	case e.Action == BrowserConnect:
 		refusal = RefuseBrowserSendOffSite
 		detail = fmt.Sprintf("The page on %q asked for a tunnel (CONNECT, for HTTPS or a WebSocket) to %q, another site, whose content Gatehouse cannot see; if that site should be reached, add an effects allow rule with its target.", e.PageHost, e.Host)
-	case !isSafe(d.method):
+	case !isSafe(d.method) || e.Values[BrowserBodyBytes] != "":
 		refusal = RefuseBrowserSendOffSite
 		detail = fmt.Sprintf("The page on %q tried to send data (%s) to %q, another site; if that site should receive it, add an effects allow rule with its target.", e.PageHost, d.method, e.Host)
 	default:

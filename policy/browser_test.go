@@ -52,6 +52,8 @@ browser:
 		{"background, strict", p, ModeStrict, Effect{Sink: SinkBrowser, Action: BrowserBackground, Origin: OriginRuntime, Method: "GET", Host: "update.example"}, VerdictRefuse, RefuseBrowserBackground, ""},
 		{"background, report", p, ModeReport, Effect{Sink: SinkBrowser, Action: BrowserBackground, Origin: OriginRuntime, Method: "GET", Host: "update.example"}, VerdictRefuse, RefuseBrowserBackground, ""},
 		{"no page host", p, ModeStrict, send(BrowserSend, "POST", "shop.example", "", 0), VerdictRefuse, RefuseBrowserSendOffSite, ""},
+		{"off-site options with a body", p, ModeStrict, withBody(send(BrowserSend, "OPTIONS", "evil.example", "shop.example", 0), 14), VerdictRefuse, RefuseBrowserSendOffSite, ""},
+		{"same-site options with a body", p, ModeStrict, withBody(send(BrowserSend, "OPTIONS", "shop.example", "shop.example", 0), 14), VerdictAllow, "", ""},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			d := tt.pol.Decide(Input{Mode: tt.mode, Effect: tt.eff, Now: now})
@@ -108,4 +110,13 @@ func TestBrowserSection(t *testing.T) {
 	if err != nil || p.Browser().MaxOffSiteQueryBytes != 0 {
 		t.Fatalf("%v %+v", err, p.Browser())
 	}
+}
+
+// withBody marks e as carrying a body of n bytes (an OPTIONS can).
+func withBody(e Effect, n int) Effect {
+	if e.Values == nil {
+		e.Values = map[string]string{}
+	}
+	e.Values[BrowserBodyBytes] = strconv.Itoa(n)
+	return e
 }

@@ -92,7 +92,8 @@
 // runs confined.
 //
 // Browser: browser-send-off-site for a "send" whose method is not GET, HEAD
-// or OPTIONS, to a Host other than PageHost (compared ignoring case; an empty
+// or OPTIONS (or that carries a body, Values[BrowserBodyBytes]), to a Host
+// other than PageHost (compared ignoring case; an empty
 // PageHost matches no host).
 //
 // Rule is the refusal's own name for built-ins, "mandate", "mandate.<field>"

@@ -129,8 +129,11 @@ func New(cfg Config) *echo.Echo {
 	sub, _ := fs.Sub(static, "static")
 	e.Group("/static", cacheStatic).StaticFS("/", sub)
 
+	var guard integrityGuard // no users: anyone may have a checkpoint signed, as before
 	if cfg.Users != nil {
-		newApp(cfg).routes(e)
+		a := newApp(cfg)
+		a.routes(e)
+		guard.authorize = a.maySign
 	} else {
 		e.GET("/", func(c echo.Context) error {
 			st := cfg.Status()
@@ -153,7 +156,7 @@ func New(cfg Config) *echo.Echo {
 	if cfg.Metrics != nil {
 		e.GET("/metrics", echo.WrapHandler(cfg.Metrics))
 	}
-	registerIntegrity(e, cfg.Integrity)
+	registerIntegrity(e, cfg.Integrity, guard)
 	return e
 }
 

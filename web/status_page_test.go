@@ -15,12 +15,13 @@ import (
 // reduced page, and /api/status refuses them.
 func TestStatusDetailsOnlyForDeploymentOperators(t *testing.T) {
 	ev := newEnv(t, true)
-	details := []string{"nats://10.0.0.7:4222", "/srv/gatehouse/nats/creds", "/srv/gatehouse/journal", "/etc/gatehouse/", `unknown key`}
+	details := []string{"nats://10.0.0.7:4222", "/srv/gatehouse/nats/creds", "/srv/gatehouse/journal", "/etc/gatehouse/", `unknown key`, `binds twice`}
 	ev.srv = httptest.NewServer(New(Config{Users: ev.users, SetupToken: ev.setupTok, Approvals: ev.svc, JournalDir: ev.journal,
 		Status: func() dashboard.Status {
 			return dashboard.Status{Mode: "report", PolicyName: "/etc/gatehouse/rules.yaml", PolicyDigest: "sha256:0f",
-				PolicyError: `/etc/gatehouse/rules.yaml: rule 2 "x": unknown key "colour"`,
-				NATSURL:     "nats://10.0.0.7:4222", Embedded: true, CredsDir: "/srv/gatehouse/nats/creds", JournalDir: "/srv/gatehouse/journal"}
+				PolicyError:    `/etc/gatehouse/rules.yaml: rule 2 "x": unknown key "colour"`,
+				GroundingError: `grounding rules: /etc/gatehouse/grounding.yaml: rule "pay" binds twice`,
+				NATSURL:        "nats://10.0.0.7:4222", Embedded: true, CredsDir: "/srv/gatehouse/nats/creds", JournalDir: "/srv/gatehouse/journal"}
 		}}))
 	t.Cleanup(ev.srv.Close)
 
@@ -45,7 +46,8 @@ func TestStatusDetailsOnlyForDeploymentOperators(t *testing.T) {
 		c.login(n)
 		resp, page := c.get("/status")
 		if resp.StatusCode != http.StatusOK || !strings.Contains(page, "status-reduced") || !strings.Contains(page, "sha256:0f") ||
-			!strings.Contains(page, "rules.yaml") || !strings.Contains(page, "Policy could not be read") {
+			!strings.Contains(page, "rules.yaml") || !strings.Contains(page, "Policy could not be read") ||
+			!strings.Contains(page, "Grounding rules could not be read") {
 			t.Errorf("%s /status: %d, not the reduced page: %s", n, resp.StatusCode, page)
 		}
 		for _, d := range details {

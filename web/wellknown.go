@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/labstack/echo/v4"
 	"golang.org/x/mod/sumdb/tlog"
@@ -26,8 +28,15 @@ import (
 //	                               when the head log grew since the latest
 //	GET  /checkpoint/key           the log's note verifier key
 //	GET  /checkpoint/proof?old=N&new=M  consistency proof, one base64 hash a line
-//	POST /checkpoint               sign a checkpoint now; replies with it (with
-//	                               dashboard users on, POSTs need the CSRF token)
+//	POST /checkpoint               sign a checkpoint now; replies with it
+//
+// The two that sign (POST /checkpoint and GET /checkpoint?fresh=1) have
+// the journal sign and send the checkpoint to its witnesses. On the web
+// server with dashboard users (Config.Users holding at least one user)
+// they need the session of an operator or admin bound to no tenant (401
+// without a session, 403 for other users) and POSTs the CSRF token; with
+// no user yet they are open, as on IntegrityHandler. Everything else is
+// public: it is for verifiers.
 type Integrity struct {
 	AuditKey     ed25519.PublicKey
 	PreviousKeys []ed25519.PublicKey
@@ -52,18 +61,102 @@ var ErrCheckpointsUnavailable = errors.New("web: checkpoints unavailable for now
 
 // IntegrityHandler serves the endpoints of in alone, for processes
 // without the web server (gatehouse writer --http). It has no dashboard
-// users and so no CSRF check on POST /checkpoint: it belongs on an
-// operator's listener, like /metrics.
+// users and so no sign-in or CSRF check on POST /checkpoint: it belongs on
+// an operator's listener, like /metrics. It signs on demand at most once
+// per SignEvery: within that, GET /checkpoint?fresh=1 serves the latest
+// checkpoint and POST /checkpoint answers 429 with Retry-After.
 func IntegrityHandler(in *Integrity) http.Handler {
+	return integrityHandler(in, time.Now)
+}
+
+// SignEvery is how often IntegrityHandler signs on demand at most.
+const SignEvery = time.Second
+
+func integrityHandler(in *Integrity, now func() time.Time) http.Handler {
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
-	registerIntegrity(e, in)
+	registerIntegrity(e, in, integrityGuard{throttle: &signThrottle{every: SignEvery, now: now}})
 	return e
 }
 
-func registerIntegrity(e *echo.Echo, in *Integrity) {
+// integrityGuard guards the endpoints that sign. Its zero value lets
+// every request sign.
+type integrityGuard struct {
+	// authorize returns nil when the request may have the journal sign,
+	// else the error to answer (an *echo.HTTPError); nil authorizes all.
+	authorize func(c echo.Context) error
+	// throttle spaces on-demand signings; nil does not.
+	throttle *signThrottle
+}
+
+// signThrottle lets one on-demand signing through per period. Safe for
+// concurrent use.
+type signThrottle struct {
+	every time.Duration
+	now   func() time.Time
+
+	mu   sync.Mutex
+	next time.Time // no signing before
+	prev time.Time // next before the last take
+}
+
+// take reserves the signing slot, or says how long until the next one.
+// A nil signThrottle always grants it.
+func (t *signThrottle) take() (ok bool, wait time.Duration) {
+	if t == nil {
+		return true, 0
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	now := t.now()
+	if now.Before(t.next) {
+		return false, t.next.Sub(now)
+	}
+	t.prev, t.next = t.next, now.Add(t.every)
+	return true, 0
+}
+
+// giveBack returns the slot take granted when nothing was signed with it
+// (an empty log, a writer reopening): the next request may try at once.
+func (t *signThrottle) giveBack() {
+	if t == nil {
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.next = t.prev
+}
+
+// allow is take without the wait.
+func (t *signThrottle) allow() bool {
+	ok, _ := t.take()
+	return ok
+}
+
+// maySign authorizes a signing request on the web server: anyone while
+// no dashboard user exists (as before users), else only an operator or
+// admin bound to no tenant. A users file that cannot be read counts as
+// having users.
+func (a *app) maySign(c echo.Context) error {
+	if empty, err := a.cfg.Users.Empty(); err == nil && empty {
+		return nil
+	}
+	if a.session(c) == nil {
+		return echo.NewHTTPError(http.StatusUnauthorized, "sign in first: signing a checkpoint needs an operator of the whole deployment")
+	}
+	if !a.runsDeployment(c) {
+		return echo.NewHTTPError(http.StatusForbidden, "signing a checkpoint is for operators of the whole deployment")
+	}
+	return nil
+}
+
+func registerIntegrity(e *echo.Echo, in *Integrity, guard integrityGuard) {
 	if in == nil {
 		return
+	}
+	authorize := guard.authorize
+	if authorize == nil {
+		authorize = func(echo.Context) error { return nil }
 	}
 	if in.AuditKey != nil {
 		e.GET("/.well-known/did.json", func(c echo.Context) error {
@@ -79,7 +172,16 @@ func registerIntegrity(e *echo.Echo, in *Integrity) {
 	}
 	e.GET("/checkpoint", func(c echo.Context) error {
 		if c.QueryParam("fresh") != "" {
+			if err := authorize(c); err != nil {
+				return err
+			}
+		}
+		// Throttled, fresh=1 serves the latest checkpoint as it is.
+		if c.QueryParam("fresh") != "" && guard.throttle.allow() {
 			_, err := cs.Refresh(c.Request().Context())
+			if err != nil {
+				guard.throttle.giveBack()
+			}
 			switch {
 			case errors.Is(err, ErrCheckpointsUnavailable):
 				return text(c, http.StatusServiceUnavailable, "checkpoints unavailable: the journal writer is reopening; try again\n")
@@ -94,7 +196,17 @@ func registerIntegrity(e *echo.Echo, in *Integrity) {
 		return text(c, http.StatusOK, string(b))
 	})
 	e.POST("/checkpoint", func(c echo.Context) error {
+		if err := authorize(c); err != nil {
+			return err
+		}
+		if ok, wait := guard.throttle.take(); !ok {
+			c.Response().Header().Set("Retry-After", strconv.Itoa(int((wait+time.Second-1)/time.Second)))
+			return text(c, http.StatusTooManyRequests, "a checkpoint was signed on demand less than a second ago: try again, or GET /checkpoint\n")
+		}
 		b, err := cs.Checkpoint(c.Request().Context())
+		if err != nil {
+			guard.throttle.giveBack()
+		}
 		switch {
 		case errors.Is(err, journal.ErrEmptyLog):
 			return text(c, http.StatusConflict, "the head log is empty: nothing to checkpoint\n")

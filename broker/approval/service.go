@@ -320,20 +320,25 @@ func (s *Service) Get(ctx context.Context, id string) (*Request, error) {
 	return r, err
 }
 
-// List returns requests matching f, newest first.
+// List returns requests matching f, newest first. It reads the stored
+// requests through the store's Lister when it has one (both stores do),
+// and otherwise lists the keys and gets them listGets at a time; either
+// way each request is listed once, as stored at some moment during the
+// call (as Get would have returned it then), not as one snapshot.
 func (s *Service) List(ctx context.Context, f Filter) ([]Request, error) {
-	keys, err := s.store.Keys(ctx, reqPrefix)
+	entries, err := s.entries(ctx)
 	if err != nil {
 		return nil, err
 	}
-	out := make([]Request, 0, len(keys))
-	for _, k := range keys {
-		r, _, err := s.load(ctx, strings.TrimPrefix(k, reqPrefix))
-		if errors.Is(err, ErrNotFound) {
+	out := make([]Request, 0, len(entries))
+	for _, e := range entries {
+		id := strings.TrimPrefix(e.Key, reqPrefix)
+		if !ValidID(id) {
 			continue
 		}
-		if err != nil {
-			return nil, err
+		var r Request
+		if err := json.Unmarshal(e.Value, &r); err != nil {
+			return nil, fmt.Errorf("%w: request %s: %v", ErrStore, id, err)
 		}
 		if f.Tenant != "" && r.Tenant != f.Tenant {
 			continue
@@ -341,7 +346,7 @@ func (s *Service) List(ctx context.Context, f Filter) ([]Request, error) {
 		if len(f.States) > 0 && !slices.Contains(f.States, r.State) {
 			continue
 		}
-		out = append(out, *r)
+		out = append(out, r)
 	}
 	sort.Slice(out, func(i, j int) bool {
 		if !out[i].Requested.Equal(out[j].Requested) {
@@ -353,6 +358,23 @@ func (s *Service) List(ctx context.Context, f Filter) ([]Request, error) {
 		out = out[:f.Limit]
 	}
 	return out, nil
+}
+
+// listGets bounds the concurrent Gets of List on a store that is not a
+// Lister.
+const listGets = 16
+
+// entries reads every stored request: in one pass from a Lister, else
+// key by key, listGets at a time.
+func (s *Service) entries(ctx context.Context) ([]Entry, error) {
+	if l, ok := s.store.(Lister); ok {
+		return l.Entries(ctx, reqPrefix)
+	}
+	keys, err := s.store.Keys(ctx, reqPrefix)
+	if err != nil {
+		return nil, err
+	}
+	return getConcurrently(ctx, s.store, keys, listGets)
 }
 
 // Watch delivers every request as it changes, until ctx ends.

@@ -68,7 +68,8 @@ func (s *Store) firstRefs() map[string]Ref {
 // and, when journalDir is not "", the request digests and cited record
 // digests of their decisions in the journal, so content whose index line
 // was lost is found too. A blob the index also names for
-// someone else is left out. Only blobs still kept are listed.
+// someone else, or as a policy or grounding rules file, is left out. Only
+// blobs still kept are listed.
 func (s *Store) PersonContent(p policy.Principal, journalDir string) ([]Erasure, error) {
 	refs, err := s.Refs()
 	if err != nil {
@@ -78,6 +79,7 @@ func (s *Store) PersonContent(p policy.Principal, journalDir string) ([]Erasure,
 	others := map[string]bool{}
 	for _, r := range refs {
 		if r.Kind == KindPolicy || r.Kind == KindGrounding {
+			others[r.Digest] = true // belongs to nobody: never a person's to erase
 			continue
 		}
 		if r.For == p {

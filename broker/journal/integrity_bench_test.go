@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -13,14 +14,23 @@ import (
 	"golang.org/x/mod/sumdb/tlog"
 )
 
-// BenchmarkAppendSigning is the writer's throughput with and without
-// signing, in the same run, batches of 256 events over 16 runs (fsyncs
-// included, as BenchmarkAppend).
+// BenchmarkAppendSigning is the writer's throughput unsigned, signed one
+// event after another (SignWorkers=1, the serial path) and signed by a
+// batch's worker pool (SignWorkers=0: GOMAXPROCS), in the same run,
+// batches of 256 events over 16 runs (fsyncs included, as BenchmarkAppend).
 func BenchmarkAppendSigning(b *testing.B) {
-	for _, signed := range []bool{false, true} {
-		b.Run(fmt.Sprintf("signed=%v", signed), func(b *testing.B) {
-			opts := WriterOptions{}
-			if signed {
+	for _, c := range []struct {
+		name    string
+		signed  bool
+		workers int
+	}{
+		{"unsigned", false, 0},
+		{"signed/workers=1", true, 1},
+		{fmt.Sprintf("signed/workers=%d", runtime.GOMAXPROCS(0)), true, 0},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			opts := WriterOptions{SignWorkers: c.workers}
+			if c.signed {
 				opts.Signer = testKey(b, 1)
 			}
 			w, err := Open(b.TempDir(), opts)

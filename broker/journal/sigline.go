@@ -2,6 +2,7 @@ package journal
 
 import (
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 
@@ -28,32 +29,81 @@ func sealSigned(line []byte, hash string, k *SigningKey) ([]byte, error) {
 // insertMember inserts "key":val into the canonical object line at its
 // sorted place. key must not be present.
 func insertMember(line []byte, key string, val []byte) ([]byte, error) {
+	out, _, err := appendWithMember(make([]byte, 0, len(line)+len(key)+len(val)+4), line, key, val)
+	return out, err
+}
+
+// appendWithMember appends line to dst with "key":val inserted at its
+// sorted place, and returns the offset in the result (dst included) where
+// val starts.
+// key must not be present. On error dst is returned unchanged.
+func appendWithMember(dst, line []byte, key string, val []byte) ([]byte, int, error) {
 	var o obj
 	if err := scanObject(line, &o); err != nil {
-		return nil, err
+		return dst, 0, err
 	}
-	m := append([]byte(`"`+key+`":`), val...)
-	out := make([]byte, 0, len(line)+len(m)+1)
+	out := dst
+	member := func() int {
+		out = append(out, '"')
+		out = append(out, key...)
+		out = append(out, '"', ':')
+		at := len(out)
+		out = append(out, val...)
+		return at
+	}
 	for i := 0; i < o.n; i++ {
 		k := string(o.ms[i].key)
 		if k == key {
-			return nil, fmt.Errorf("%w: member %q already present", ErrMalformed, key)
+			return dst, 0, fmt.Errorf("%w: member %q already present", ErrMalformed, key)
 		}
 		if k > key {
 			out = append(out, line[:o.ms[i].start]...)
-			out = append(out, m...)
+			at := member()
 			out = append(out, ',')
-			return append(out, line[o.ms[i].start:]...), nil
+			return append(out, line[o.ms[i].start:]...), at, nil
 		}
 	}
 	if o.n == 0 {
-		return append(append(append(out, '{'), m...), '}'), nil
+		out = append(out, '{')
+		at := member()
+		return append(out, '}'), at, nil
 	}
 	end := o.ms[o.n-1].end
 	out = append(out, line[:end]...)
 	out = append(out, ',')
-	out = append(out, m...)
-	return append(out, line[end:]...), nil
+	at := member()
+	return append(out, line[end:]...), at, nil
+}
+
+// sigSlot is a "sig" member value with its signature left blank:
+// {"key_id":KEYID,"sig":"<88 bytes to fill>"}. The writer appends it to
+// a line under the journal lock, in its final place, and fills the blank
+// (sigB64Len bytes at sigSlotOff) later, off the lock's serial path: an
+// Ed25519 signature is always 64 bytes, so its standard base64 is always
+// 88 characters and the line's length and layout are known before it is
+// signed. Filled, the bytes are exactly sealSigned's (base64 and hex need
+// no JSON escaping).
+type sigSlot struct {
+	val []byte
+	off int // where the base64 signature goes within val
+}
+
+const sigB64Len = 88 // base64.StdEncoding.EncodedLen(ed25519.SignatureSize)
+
+func newSigSlot(k *SigningKey) sigSlot {
+	pre := `{"key_id":"` + k.id + `","sig":"`
+	val := make([]byte, 0, len(pre)+sigB64Len+2)
+	val = append(val, pre...)
+	for range sigB64Len {
+		val = append(val, '=')
+	}
+	val = append(val, '"', '}')
+	return sigSlot{val: val, off: len(pre)}
+}
+
+// fillSig writes k's signature of hash, base64, into dst (sigB64Len bytes).
+func fillSig(dst []byte, hash string, k *SigningKey) {
+	base64.StdEncoding.Encode(dst[:sigB64Len], k.sign(Statement(hash, k.id)))
 }
 
 // hashWithoutTwo returns the journal hash of object b without members i

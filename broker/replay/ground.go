@@ -248,7 +248,7 @@ func groundingDiff(rec *content.GroundingRecord, got *policy.Grounding, recCites
 	if rec != nil && len(recCites) != len(gotCites) {
 		return fmt.Sprintf("grounding rule %s cites %d record(s), replayed %d", gRule, len(recCites), len(gotCites))
 	}
-	for i := range gotCites {
+	for i := range min(len(recCites), len(gotCites)) {
 		a, b := recCites[i], gotCites[i]
 		if a.Run != b.Run || a.Effect != b.Effect || a.Digest != b.Digest || a.Path != b.Path {
 			return fmt.Sprintf("grounding rule %s cites %s (%s), replayed %s (%s)", gRule, a.Path, a.Effect, b.Path, b.Effect)

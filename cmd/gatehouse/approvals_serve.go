@@ -51,7 +51,7 @@ func openApprovals(ctx context.Context, js jetstream.JetStream, redisURL string,
 		if err != nil {
 			return nil, usageError("--redis-url: %v", err)
 		}
-		store = approvalredis.New(redis.NewClient(opt), "gatehouse:approval:")
+		store = approvalredis.New(redis.NewClient(opt), approvalredis.Prefix)
 	} else {
 		kv, err := approval.NewKVStore(ctx, js, subject.ApprovalsBucket, replicas)
 		if err != nil {

@@ -38,9 +38,21 @@ type policyHolder struct {
 	groundingPath string         // --grounding; "" reloads no grounding rules
 	provider      *provider.Sink // whose rules to replace; nil without --providers
 
-	mu  sync.Mutex // serializes reloads and guards pol and err
+	mu  sync.Mutex // serializes reloads and guards pol, err and groundErr
 	pol *policy.Policy
 	err error
+	// groundErr is why the grounding rules in force are
+	// grounding.Unreadable (set at start from serve's read, then by every
+	// reload); nil when they are readable or there are none.
+	groundErr error
+}
+
+// groundingError is why the grounding rules in force refuse every
+// provider call, or nil.
+func (h *policyHolder) groundingError() error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.groundErr
 }
 
 // current is the policy in force and the error of the last read.
@@ -88,7 +100,11 @@ func (h *policyHolder) reloadGrounding() error {
 		return errors.Join(err, serr)
 	}
 	if err != nil {
-		return fmt.Errorf("grounding rules: %w", err)
+		err = fmt.Errorf("grounding rules: %w", err)
+	}
+	h.groundErr = err // as serve's read at start words it
+	if err != nil {
+		return err
 	}
 	h.log.Info("grounding rules reloaded", "file", filepath.Base(h.groundingPath), "digest", rules.Digest())
 	h.keepGroundingSource(rules)

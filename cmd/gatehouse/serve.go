@@ -233,7 +233,7 @@ func cmdServe(ctx context.Context, env *cliEnv, args []string) error {
 	}
 	// SIGHUP (and the dashboard) re-read the policy and grounding files.
 	pols := &policyHolder{path: c.policy, log: log, broker: b, capture: capture, pol: pol, err: polErr,
-		groundingPath: c.grounding, provider: providerOf(sinks.sinks)}
+		groundingPath: c.grounding, provider: providerOf(sinks.sinks), groundErr: sinks.groundingErr}
 	defer pols.reloadOnHangup(ctx)()
 	svc, err := broker.Serve(nc, b, broker.ServiceConfig{})
 	if err != nil {
@@ -275,6 +275,9 @@ func cmdServe(ctx context.Context, env *cliEnv, args []string) error {
 		}
 		if polErr != nil {
 			st.PolicyError = polErr.Error()
+		}
+		if gErr := pols.groundingError(); gErr != nil {
+			st.GroundingError = gErr.Error()
 		}
 		if ns != nil {
 			st.CredsDir = filepath.Join(c.dataDir, "nats", "creds")
@@ -375,6 +378,9 @@ type sinkSet struct {
 	sinks   []broker.Sink
 	bind    []func(*broker.Broker)
 	closers []func() error
+	// groundingErr is why --grounding could not be read at start (every
+	// provider call is refused then); nil when it was read.
+	groundingErr error
 }
 
 func (s *sinkSet) close() {
@@ -448,7 +454,7 @@ func openSinks(ctx context.Context, js jetstream.JetStream, c *serveConfig, sb *
 	}
 	s.sinks = append(s.sinks, memory.New(mem, memory.Config{}))
 
-	prov, err := openProvider(ctx, js, c, log)
+	prov, err := openProvider(ctx, js, c, &s.groundingErr, log)
 	if err != nil || prov == nil {
 		return s, err
 	}
@@ -493,8 +499,8 @@ func openArtifactStore(ctx context.Context, js jetstream.JetStream, c *serveConf
 
 // openProvider builds the provider sink when a catalogue is given. Broken
 // grounding rules do not stop serve: every provider call is then refused
-// (fail closed) and the log says why.
-func openProvider(ctx context.Context, js jetstream.JetStream, c *serveConfig, log *slog.Logger) (*provider.Sink, error) {
+// (fail closed), the log says why and *groundingErr holds the read error.
+func openProvider(ctx context.Context, js jetstream.JetStream, c *serveConfig, groundingErr *error, log *slog.Logger) (*provider.Sink, error) {
 	if c.providers == "" {
 		if c.grounding != "" || c.credentials != "" {
 			return nil, usageError("--grounding and --credentials need --providers")
@@ -518,6 +524,7 @@ func openProvider(ctx context.Context, js jetstream.JetStream, c *serveConfig, l
 		if err != nil {
 			log.Error("grounding rules could not be read: every provider call is refused until they are fixed", "file", c.grounding, "err", err)
 			rules = grounding.Unreadable(c.grounding, err)
+			*groundingErr = fmt.Errorf("grounding rules: %w", err)
 		}
 		cfg.Grounding = rules
 		if c.redisURL != "" {

@@ -14,14 +14,16 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nats.go/micro"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/gatehouse/gatehouse/broker"
 	"github.com/gatehouse/gatehouse/broker/approval"
+	"github.com/gatehouse/gatehouse/broker/approval/approvalredis"
 	"github.com/gatehouse/gatehouse/broker/embedded"
 	"github.com/gatehouse/gatehouse/broker/subject"
 )
 
-const statusUsage = `Usage: gatehouse status [--nats-url URL] [--creds FILE] [--system-user U] [--json]
+const statusUsage = `Usage: gatehouse status [--nats-url URL] [--creds FILE] [--system-user U] [--redis-url URL] [--json]
 
 Shows a Gatehouse deployment as an operator wants to see it:
   - the NATS servers and their JetStream state (meta leader, peers, lag),
@@ -33,12 +35,14 @@ Shows a Gatehouse deployment as an operator wants to see it:
   - the journal writer's consumer: stream last sequence, ack floor, lag,
     pending and redelivered events;
   - approvals waiting for a person (pending or reopened): how many, and
-    since when the oldest waits, when approvals are kept in JetStream KV
-    (bucket gatehouse_approvals; with Redis they are not shown).
+    since when the oldest waits, read from JetStream KV (bucket
+    gatehouse_approvals), or with --redis-url from Redis, for deployments
+    whose serve keeps approvals there (serve --redis-url).
 
 Exit status: 0 all is well; 1 findings (no broker answering, no journal
 writer consumer, a stream without a leader or with a replica offline, no
-meta leader); 2 NATS cannot be reached or bad usage.
+meta leader, approvals in Redis that cannot be read); 2 NATS cannot be
+reached or bad usage (a --redis-url that is not a redis:// URL).
 `
 
 // statusReport is what status prints with --json.
@@ -121,16 +125,28 @@ type statusApprovals struct {
 
 func cmdStatus(ctx context.Context, env *cliEnv, args []string) error {
 	var (
-		cf      connFlags
-		sysUser string
-		wait    time.Duration
+		cf       connFlags
+		sysUser  string
+		redisURL string
+		wait     time.Duration
 	)
 	fs := newEnvFlags(env, "status", statusUsage)
 	cf.register(fs)
 	fs.stringVar(&sysUser, "system-user", "", "NATS system account user, to read every server's JetStream state (password in $GATEHOUSE_SYSTEM_PASSWORD)")
 	fs.DurationVar(&wait, "wait", 500*time.Millisecond, "how long to collect answers from servers and brokers")
+	fs.stringVar(&redisURL, "redis-url", "", "read pending approvals from Redis (redis://host:port/db), where serve --redis-url keeps them, instead of JetStream KV")
 	if _, err := fs.parse(args); err != nil {
 		return err
+	}
+	var approvalsRedis *redis.Client
+	if redisURL != "" {
+		opt, err := redis.ParseURL(redisURL)
+		if err != nil {
+			// Not %v: url.Parse errors quote the URL, password and all.
+			return usageError("--redis-url is not a redis:// or rediss:// URL")
+		}
+		approvalsRedis = redis.NewClient(opt)
+		defer approvalsRedis.Close()
 	}
 	url, creds := cf.natsURL, cf.creds
 	if url == "" || creds == "" {
@@ -168,7 +184,11 @@ func cmdStatus(ctx context.Context, env *cliEnv, args []string) error {
 	statusStreams(ctx, rep, js)
 	statusBrokers(rep, nc, wait)
 	statusJournalWriter(ctx, rep, js)
-	statusApprovalsPending(ctx, rep, js, time.Now())
+	if approvalsRedis != nil {
+		statusApprovalsPendingRedis(ctx, rep, approvalsRedis, time.Now())
+	} else {
+		statusApprovalsPending(ctx, rep, js, time.Now())
+	}
 
 	if cf.json {
 		if err := json.NewEncoder(env.stdout).Encode(rep); err != nil {
@@ -433,20 +453,51 @@ func statusApprovalsPending(ctx context.Context, rep *statusReport, js jetstream
 		if err != nil {
 			continue // deleted meanwhile
 		}
-		var r approval.Request
-		if json.Unmarshal(e.Value(), &r) != nil || !isPending(r.State) {
-			continue
-		}
-		a.Pending++
-		if a.Oldest == nil || r.Requested.Before(*a.Oldest) {
-			t := r.Requested.UTC()
-			a.Oldest = &t
-		}
+		a.count(e.Value())
 	}
+	rep.Approvals = a.since(now)
+}
+
+// approvalsRedisPrefix is where serve --redis-url keeps approval requests
+// (openApprovals): status must read the same keys.
+const approvalsRedisPrefix = approvalredis.Prefix
+
+// statusApprovalsPendingRedis counts the requests waiting for a person
+// among those serve --redis-url keeps in Redis: one SCAN and an MGET per
+// chunk of keys. Redis that cannot be read is a finding; the URL (which
+// may carry a password) is never shown.
+func statusApprovalsPendingRedis(ctx context.Context, rep *statusReport, rdb *redis.Client, now time.Time) {
+	entries, err := approvalredis.New(rdb, approvalsRedisPrefix).Entries(ctx, approval.RequestKeyPrefix)
+	if err != nil {
+		rep.Findings = append(rep.Findings, fmt.Sprintf("approvals in Redis at %s: %v", rdb.Options().Addr, err))
+		return
+	}
+	a := &statusApprovals{}
+	for _, e := range entries {
+		a.count(e.Value)
+	}
+	rep.Approvals = a.since(now)
+}
+
+// count adds one stored request, if it waits for a person.
+func (a *statusApprovals) count(val []byte) {
+	var r approval.Request
+	if json.Unmarshal(val, &r) != nil || !isPending(r.State) {
+		return
+	}
+	a.Pending++
+	if a.Oldest == nil || r.Requested.Before(*a.Oldest) {
+		t := r.Requested.UTC()
+		a.Oldest = &t
+	}
+}
+
+// since sets how long the oldest has waited at now, and returns a.
+func (a *statusApprovals) since(now time.Time) *statusApprovals {
 	if a.Oldest != nil {
 		a.OldestAge = max(now.Sub(*a.Oldest), 0).Round(time.Second).Seconds()
 	}
-	rep.Approvals = a
+	return a
 }
 
 func printStatus(env *cliEnv, r *statusReport) {

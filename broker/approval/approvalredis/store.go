@@ -26,8 +26,12 @@ type Store struct {
 
 var _ approval.Store = (*Store)(nil)
 
-// New returns a store on rdb, its keys under prefix (e.g.
-// "gatehouse:approval:").
+// Prefix is where Gatehouse keeps approval requests in Redis: serve
+// writes under it and status reads under it.
+const Prefix = "gatehouse:approval:"
+
+// New returns a store on rdb, its keys under prefix (Prefix in a
+// deployment).
 func New(rdb *redis.Client, prefix string) *Store {
 	return &Store{rdb: rdb, prefix: prefix}
 }
@@ -118,12 +122,58 @@ func (s *Store) publish(ctx context.Context, key string, val []byte) {
 
 func (s *Store) Keys(ctx context.Context, prefix string) ([]string, error) {
 	var out []string
+	seen := map[string]bool{} // SCAN may return a key more than once
 	it := s.rdb.Scan(ctx, 0, s.prefix+prefix+"*", 500).Iterator()
 	for it.Next(ctx) {
-		out = append(out, strings.TrimPrefix(it.Val(), s.prefix))
+		k := strings.TrimPrefix(it.Val(), s.prefix)
+		if !seen[k] {
+			seen[k] = true
+			out = append(out, k)
+		}
 	}
 	if err := it.Err(); err != nil {
 		return nil, fmt.Errorf("%w: %v", approval.ErrStore, err)
+	}
+	return out, nil
+}
+
+var _ approval.Lister = (*Store)(nil)
+
+// entriesChunk is how many keys one MGET reads.
+const entriesChunk = 500
+
+// Entries reads every key under prefix with SCAN and its values with one
+// MGET per entriesChunk keys, not one GET per key. A key deleted between
+// the SCAN and its MGET is left out.
+func (s *Store) Entries(ctx context.Context, prefix string) ([]approval.Entry, error) {
+	keys, err := s.Keys(ctx, prefix)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]approval.Entry, 0, len(keys))
+	full := make([]string, 0, min(len(keys), entriesChunk))
+	for len(keys) > 0 {
+		chunk := keys[:min(len(keys), entriesChunk)]
+		keys = keys[len(chunk):]
+		full = full[:0]
+		for _, k := range chunk {
+			full = append(full, s.prefix+k)
+		}
+		vals, err := s.rdb.MGet(ctx, full...).Result()
+		if err != nil {
+			return nil, fmt.Errorf("%w: %v", approval.ErrStore, err)
+		}
+		for i, v := range vals {
+			str, ok := v.(string)
+			if !ok { // deleted since the SCAN
+				continue
+			}
+			val, _, err := decodeRev(str)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, approval.Entry{Key: chunk[i], Value: val})
+		}
 	}
 	return out, nil
 }
