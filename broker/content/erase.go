@@ -38,8 +38,18 @@ func (s *Store) EraseUnused(maxAge time.Duration) ([]Erasure, error) {
 	reason := fmt.Sprintf("unused for %s", humanAge(maxAge))
 	es := make([]Erasure, 0, len(old))
 	for _, d := range old {
+		// Used again since the listing (another process kept the same
+		// bytes, which refreshes the blob): keep it. This narrows the
+		// race with a concurrent Put to the moment of the delete; it does
+		// not close it across processes.
+		if t, err := s.LastUsed(d); err == nil && !t.Before(cutoff) {
+			continue
+		}
 		r := known[d]
 		es = append(es, Erasure{Digest: d, Kind: r.Kind, Run: r.Run, For: r.For, Reason: reason})
+	}
+	if len(es) == 0 {
+		return nil, nil
 	}
 	return s.Erase(es)
 }
