@@ -188,6 +188,12 @@ func scanRun(path string, fn func(journal.Event)) error {
 			fn(ev)
 		}
 	}
+	if err := sc.Err(); err != nil {
+		// A line the writer could not have written (over MaxLineBytes):
+		// the rest of the run is unread, so say so rather than erase
+		// only part of a person's content.
+		return fmt.Errorf("content: journal %s: %w", filepath.Base(path), err)
+	}
 	return nil
 }
 
