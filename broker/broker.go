@@ -222,15 +222,9 @@ func (b *Broker) CloseRun(ctx context.Context, c *CloseWork) error {
 // Recorded false. In strict mode a decision that cannot be recorded refuses.
 func (b *Broker) Propose(ctx context.Context, sinkName policy.Sink, data []byte) *EffectReply {
 	start := time.Now()
-	var slot *requestSlot
-	if b.requests != nil {
-		slot = &requestSlot{}
-		ctx = context.WithValue(ctx, requestSlotKey{}, slot)
-	}
-	reply := b.propose(ctx, sinkName, data)
-	if slot != nil {
-		slot.claim.settle(reply)
-	}
+	var slot requestSlot
+	reply := b.propose(ctx, sinkName, data, &slot)
+	slot.claim.settle(reply)
 	label := sinkName
 	if _, ok := b.sinks[sinkName]; !ok {
 		label = "unknown" // never a label from an agent's subject
@@ -239,7 +233,7 @@ func (b *Broker) Propose(ctx context.Context, sinkName policy.Sink, data []byte)
 	return reply
 }
 
-func (b *Broker) propose(ctx context.Context, sinkName policy.Sink, data []byte) *EffectReply {
+func (b *Broker) propose(ctx context.Context, sinkName policy.Sink, data []byte, slot *requestSlot) *EffectReply {
 	sink, ok := b.sinks[sinkName]
 	if !ok {
 		return errorReply("", fmt.Errorf("%w: %q", ErrUnknownSink, clip(string(sinkName))))
@@ -259,7 +253,7 @@ func (b *Broker) propose(ctx context.Context, sinkName policy.Sink, data []byte)
 	if err := b.checkLineage(ctx, run); err != nil {
 		return errorReply(req.Run, err)
 	}
-	if rep := b.claimRequest(ctx, run.ID, req); rep != nil {
+	if rep := b.claimRequest(ctx, slot, run.ID, req); rep != nil {
 		return rep // decided before (or being decided) under its request_id
 	}
 	prop, err := sink.Describe(ctx, run, req)
@@ -294,7 +288,7 @@ func (b *Broker) propose(ctx context.Context, sinkName policy.Sink, data []byte)
 		dd.Approval, dd.ActionDigest = g.id, g.digest
 	}
 	dd.RequestDigest = b.capture(ctx, run, req, prop, pol, now)
-	if err := claimRecording(ctx); err != nil {
+	if err := slot.recording(ctx); err != nil {
 		reply.Decision, reply.Error = nil, errorBody(err)
 		return reply
 	}

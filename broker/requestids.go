@@ -225,13 +225,10 @@ func (c *requestClaim) settle(reply *EffectReply) {
 // which settles it with the final reply.
 type requestSlot struct{ claim *requestClaim }
 
-type requestSlotKey struct{}
-
-// claimRequest claims req's id when it has one and this broker keeps ids;
-// a non-nil reply is the answer instead of deciding.
-func (b *Broker) claimRequest(ctx context.Context, run string, req *EffectRequest) *EffectReply {
-	slot, _ := ctx.Value(requestSlotKey{}).(*requestSlot)
-	if req.RequestID == "" || b.requests == nil || slot == nil {
+// claimRequest claims req's id into slot when it has one and this broker
+// keeps ids; a non-nil reply is the answer instead of deciding.
+func (b *Broker) claimRequest(ctx context.Context, slot *requestSlot, run string, req *EffectRequest) *EffectReply {
+	if req.RequestID == "" || b.requests == nil {
 		return nil
 	}
 	c, rep := b.requests.claim(ctx, run, req)
@@ -239,10 +236,10 @@ func (b *Broker) claimRequest(ctx context.Context, run string, req *EffectReques
 	return rep
 }
 
-// claimRecording moves the request's claim, if any, to recording.
-func claimRecording(ctx context.Context) error {
-	if slot, _ := ctx.Value(requestSlotKey{}).(*requestSlot); slot != nil && slot.claim != nil {
-		return slot.claim.recording(ctx)
+// recording moves the request's claim, if any, to recording.
+func (s *requestSlot) recording(ctx context.Context) error {
+	if s.claim != nil {
+		return s.claim.recording(ctx)
 	}
 	return nil
 }

@@ -46,7 +46,7 @@ func BenchmarkScaledOut(b *testing.B) {
 				}
 				target = []string{"--nats-url", d.nats.URL()}
 			} else {
-				s := serveTB(b, filepath.Join(b.TempDir(), "gh"), "--mode", "strict", "--sandbox-tiers", "unconfined")
+				s := serve(b, filepath.Join(b.TempDir(), "gh"), "--mode", "strict", "--sandbox-tiers", "unconfined")
 				target = []string{"--data-dir", s.dataDir}
 			}
 			per := max(1, b.N/agents)

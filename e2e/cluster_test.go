@@ -183,7 +183,7 @@ func (d *deployment) startBroker(t testing.TB, name string) *server {
 	if d.redis != nil {
 		args = append(args, "--redis-url", d.redis.URL)
 	}
-	s := serveTB(t, filepath.Join(d.dir, name), args...)
+	s := serve(t, filepath.Join(d.dir, name), args...)
 	d.brokers = append(d.brokers, s)
 	return s
 }
@@ -556,37 +556,6 @@ func TestScaledOutShape(t *testing.T) {
 		if !seen {
 			t.Errorf("status does not show %s", n)
 		}
-	}
-}
-
-// serveTB is serve for tests and benchmarks alike.
-func serveTB(t testing.TB, dataDir string, args ...string) *server {
-	t.Helper()
-	args = append([]string{"serve", "--data-dir", dataDir, "--nats-port", "-1", "--http", "127.0.0.1:0"}, args...)
-	cmd := exec.Command(bin, args...)
-	out := &bytes.Buffer{}
-	cmd.Stdout, cmd.Stderr = out, out
-	cmd.Env = cleanEnv()
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	s := &server{cmd: cmd, dataDir: dataDir, out: out}
-	t.Cleanup(func() {
-		if cmd.ProcessState == nil {
-			_ = cmd.Process.Kill()
-			_ = cmd.Wait()
-		}
-	})
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		b, err := os.ReadFile(filepath.Join(dataDir, "endpoints.json"))
-		if err == nil && json.Unmarshal(b, &s.ep) == nil && s.ep.NATSURL != "" {
-			return s
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("gatehouse serve did not start:\n%s", out)
-		}
-		time.Sleep(20 * time.Millisecond)
 	}
 }
 

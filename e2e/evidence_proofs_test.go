@@ -29,14 +29,7 @@ func TestWitnessedEvidenceExport(t *testing.T) {
 	if logKey.code != 0 || witKey.code != 0 || otherWit.code != 0 {
 		t.Fatalf("keygen: %v %v %v", logKey, witKey, otherWit)
 	}
-	field := func(out, name string) string {
-		m := regexp.MustCompile(`(?m)^` + name + `\s+(\S+)$`).FindStringSubmatch(out)
-		if m == nil {
-			t.Fatalf("no %s in %q", name, out)
-		}
-		return m[1]
-	}
-	logVKey, witVKey := field(logKey.stdout, "log key"), field(witKey.stdout, "witness key")
+	logVKey, witVKey := keygenField(t, logKey.stdout, "log key"), keygenField(t, witKey.stdout, "witness key")
 	witnessURL := startWitness(t, tmp, logVKey)
 
 	data := t.TempDir()
@@ -109,7 +102,7 @@ func TestWitnessedEvidenceExport(t *testing.T) {
 	if r := gh(t, "verify", "--export", export); r.code != 0 || !strings.Contains(r.stdout, "proofs-unchecked") {
 		t.Fatalf("verify --export without keys: %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
-	if r := withKeys(export, field(otherWit.stdout, "witness key")); r.code != 1 || !strings.Contains(r.stdout, "bad-checkpoint") {
+	if r := withKeys(export, keygenField(t, otherWit.stdout, "witness key")); r.code != 1 || !strings.Contains(r.stdout, "bad-checkpoint") {
 		t.Fatalf("another witness's key: %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
 	if r := withKeys(export, witVKey, "--checkpoint", filepath.Join(export, "proofs", "checkpoint")); r.code != 2 {
@@ -167,4 +160,14 @@ func startWitness(t *testing.T, tmp, logVKey string) string {
 	}
 	t.Fatalf("witness did not start: %s", werr.String())
 	return ""
+}
+
+// keygenField is the value `gatehouse keygen` printed on its line name.
+func keygenField(t *testing.T, out, name string) string {
+	t.Helper()
+	m := regexp.MustCompile(`(?m)^` + name + `\s+(\S+)$`).FindStringSubmatch(out)
+	if m == nil {
+		t.Fatalf("no %s in %q", name, out)
+	}
+	return m[1]
 }

@@ -327,11 +327,7 @@ func TestFaultRedisDown(t *testing.T) {
 // left that it cannot explain. Needs mount (root); a read-only folder
 // cannot stand in for it here, since root writes through file modes.
 func TestFaultFullDisk(t *testing.T) {
-	mnt := t.TempDir()
-	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", mnt).CombinedOutput(); err != nil {
-		t.Skipf("cannot mount a tmpfs to fill (%v: %s): the full-disk fault needs root and mount", err, out)
-	}
-	t.Cleanup(func() { _ = exec.Command("umount", "-l", mnt).Run() })
+	mnt := smallTmpfs(t)
 	jdir := filepath.Join(mnt, "journal")
 	d := startDeployment(t, deployOpts{brokers: 2, jdir: jdir})
 	load := d.startLoad(t, 2, 3, "output")
@@ -344,18 +340,7 @@ func TestFaultFullDisk(t *testing.T) {
 	run := strings.TrimSpace(gh(t, "work", "open", "--nats-url", d.nats.URL(), "--tenant", "acme", "--person", "ada").stdout)
 
 	// Fill the disk: write until ENOSPC.
-	filler := filepath.Join(mnt, "filler")
-	f, err := os.Create(filler)
-	if err != nil {
-		t.Fatal(err)
-	}
-	chunk := make([]byte, 64<<10)
-	for {
-		if _, err := f.Write(chunk); err != nil {
-			break
-		}
-	}
-	f.Close()
+	filler := fillDisk(t, mnt)
 
 	// The writer reports it cannot write; strict brokers refuse.
 	deadline := time.Now().Add(60 * time.Second)
@@ -430,4 +415,35 @@ func readLag(t *testing.T, js jetstream.JetStream) broker.JournalLag {
 		t.Fatal(err)
 	}
 	return l
+}
+
+// smallTmpfs mounts a 4 MB tmpfs on a temporary folder for the full-disk
+// faults, skipping the test where mount is not allowed (not root).
+func smallTmpfs(t *testing.T) string {
+	t.Helper()
+	mnt := t.TempDir()
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", mnt).CombinedOutput(); err != nil {
+		t.Skipf("cannot mount a tmpfs to fill (%v: %s): the full-disk fault needs root and mount", err, out)
+	}
+	t.Cleanup(func() { _ = exec.Command("umount", "-l", mnt).Run() })
+	return mnt
+}
+
+// fillDisk writes a file in dir until the disk is full (ENOSPC) and
+// returns its path; removing it frees the space again.
+func fillDisk(t *testing.T, dir string) string {
+	t.Helper()
+	filler := filepath.Join(dir, "filler")
+	f, err := os.Create(filler)
+	if err != nil {
+		t.Fatal(err)
+	}
+	chunk := make([]byte, 64<<10)
+	for {
+		if _, err := f.Write(chunk); err != nil {
+			break
+		}
+	}
+	f.Close()
+	return filler
 }

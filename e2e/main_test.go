@@ -93,7 +93,7 @@ type endpoints struct {
 
 // serve starts `gatehouse serve` on free ports and waits until it has
 // written its endpoints file.
-func serve(t *testing.T, dataDir string, args ...string) *server {
+func serve(t testing.TB, dataDir string, args ...string) *server {
 	t.Helper()
 	args = append([]string{"serve", "--data-dir", dataDir, "--nats-port", "-1", "--http", "127.0.0.1:0"}, args...)
 	cmd := exec.Command(bin, args...)

@@ -5,7 +5,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -25,11 +24,7 @@ import (
 // folder is a symlink into a 4 MB tmpfs (NATS's own store stays on the
 // real disk). Needs mount (root), as TestFaultFullDisk does.
 func TestServeFullDisk(t *testing.T) {
-	mnt := t.TempDir()
-	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", mnt).CombinedOutput(); err != nil {
-		t.Skipf("cannot mount a tmpfs to fill (%v: %s): the full-disk fault needs root and mount", err, out)
-	}
-	t.Cleanup(func() { _ = exec.Command("umount", "-l", mnt).Run() })
+	mnt := smallTmpfs(t)
 	data := t.TempDir()
 	if err := os.Mkdir(filepath.Join(mnt, "journal"), 0o700); err != nil {
 		t.Fatal(err)
@@ -51,18 +46,7 @@ func TestServeFullDisk(t *testing.T) {
 		t.Fatalf("output before the disk filled: exit %d %+v", code, rep.Error)
 	}
 
-	filler := filepath.Join(mnt, "filler")
-	f, err := os.Create(filler)
-	if err != nil {
-		t.Fatal(err)
-	}
-	chunk := make([]byte, 64<<10)
-	for {
-		if _, err := f.Write(chunk); err != nil {
-			break
-		}
-	}
-	f.Close()
+	filler := fillDisk(t, mnt)
 
 	// Effects go on until the writer fails on their records; from then on
 	// strict mode refuses.

@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"bufio"
 	"bytes"
 	"crypto/ed25519"
 	"encoding/base64"
@@ -10,9 +9,7 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -33,48 +30,14 @@ func TestWitnessedJournal(t *testing.T) {
 	if logKey.code != 0 || witKey.code != 0 {
 		t.Fatalf("keygen: %v %v", logKey, witKey)
 	}
-	field := func(out, name string) string {
-		m := regexp.MustCompile(`(?m)^` + name + `\s+(\S+)$`).FindStringSubmatch(out)
-		if m == nil {
-			t.Fatalf("no %s in %q", name, out)
-		}
-		return m[1]
-	}
-	logVKey, witVKey := field(logKey.stdout, "log key"), field(witKey.stdout, "witness key")
+	logVKey, witVKey := keygenField(t, logKey.stdout, "log key"), keygenField(t, witKey.stdout, "witness key")
 	pubFile := filepath.Join(tmp, "trusted.keys")
-	if err := os.WriteFile(pubFile, []byte(field(logKey.stdout, "public key")+"\n"), 0o600); err != nil {
+	if err := os.WriteFile(pubFile, []byte(keygenField(t, logKey.stdout, "public key")+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 
 	// The witness, its own process.
-	wcmd := exec.Command(bin, "witness", "--state-dir", filepath.Join(tmp, "witness"), "--witness-key-file", filepath.Join(tmp, "wit.key"),
-		"--name", "wit.e2e", "--log", logVKey, "--http", "127.0.0.1:0")
-	wcmd.Env = cleanEnv()
-	wout, err := wcmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var werr bytes.Buffer
-	wcmd.Stderr = &werr
-	if err := wcmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = wcmd.Process.Signal(os.Interrupt)
-		_ = wcmd.Wait()
-	})
-	sc := bufio.NewScanner(wout)
-	witnessURL := ""
-	for sc.Scan() {
-		if u, ok := strings.CutPrefix(sc.Text(), "witness wit.e2e listening on "); ok {
-			witnessURL = u
-			break
-		}
-	}
-	if witnessURL == "" {
-		t.Fatalf("witness did not start: %s", werr.String())
-	}
-	go io.Copy(io.Discard, wout)
+	witnessURL := startWitness(t, tmp, logVKey)
 
 	data := t.TempDir()
 	s := serve(t, data, "--signing-key-file", filepath.Join(tmp, "log.key"), "--log-origin", origin,
@@ -102,7 +65,7 @@ func TestWitnessedJournal(t *testing.T) {
 	_ = json.NewDecoder(resp.Body).Decode(&did)
 	resp.Body.Close()
 	if len(did.VerificationMethod) == 0 || !strings.HasSuffix(did.VerificationMethod[0].ID, "#audit-key") ||
-		did.VerificationMethod[0].PublicKeyJwk["kid"] != field(logKey.stdout, "key id") {
+		did.VerificationMethod[0].PublicKeyJwk["kid"] != keygenField(t, logKey.stdout, "key id") {
 		t.Fatalf("did.json: %+v", did)
 	}
 

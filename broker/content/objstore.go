@@ -1,6 +1,7 @@
 package content
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -133,7 +134,7 @@ func (o *objStore) put(data []byte, ref Ref, now time.Time) (string, error) {
 		return "", fmt.Errorf("content: %w", err)
 	default:
 		meta := jetstream.ObjectMeta{Name: name, Metadata: map[string]string{metaUsed: now.UTC().Format(time.RFC3339Nano), metaRef: string(rb)}}
-		if _, err := o.os.Put(ctx, meta, strings.NewReader(string(data))); err != nil {
+		if _, err := o.os.Put(ctx, meta, bytes.NewReader(data)); err != nil {
 			return "", fmt.Errorf("content: write blob: %w", err)
 		}
 	}

@@ -411,7 +411,8 @@ func (r *replayer) run(dir, run string) (*RunReport, error) {
 	return rep, nil
 }
 
-// decision replays one recorded decision.
+// whatIf reports whether a candidate policy or grounding rules are
+// replayed instead of the recorded ones.
 func (r *replayer) whatIf() bool { return r.opts.Policy != nil || r.opts.Grounding != nil }
 
 // decision replays one recorded decision: the grounding check first (a

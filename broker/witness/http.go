@@ -176,17 +176,7 @@ func (c *Client) String() string { return c.URL }
 
 // AddCheckpoint submits a checkpoint; see journal.Cosigner.
 func (c *Client) AddCheckpoint(ctx context.Context, oldSize int64, proof tlog.TreeProof, checkpoint []byte) ([]byte, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimSuffix(c.URL, "/")+"/add-checkpoint",
-		bytes.NewReader(FormatAddCheckpoint(oldSize, proof, checkpoint)))
-	if err != nil {
-		return nil, err
-	}
-	resp, err := c.client().Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, maxRequestBytes))
+	resp, body, err := c.do(ctx, http.MethodPost, "/add-checkpoint", bytes.NewReader(FormatAddCheckpoint(oldSize, proof, checkpoint)))
 	if err != nil {
 		return nil, err
 	}
@@ -205,16 +195,7 @@ func (c *Client) AddCheckpoint(ctx context.Context, oldSize int64, proof tlog.Tr
 
 // Latest fetches the latest checkpoint the witness cosigned for origin.
 func (c *Client) Latest(ctx context.Context, origin string) ([]byte, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimSuffix(c.URL, "/")+"/checkpoint?origin="+url.QueryEscape(origin), nil)
-	if err != nil {
-		return nil, err
-	}
-	resp, err := c.client().Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, maxRequestBytes))
+	resp, body, err := c.do(ctx, http.MethodGet, "/checkpoint?origin="+url.QueryEscape(origin), nil)
 	if err != nil {
 		return nil, err
 	}
@@ -222,6 +203,25 @@ func (c *Client) Latest(ctx context.Context, origin string) ([]byte, error) {
 		return nil, fmt.Errorf("witness %s: %d: %s", c.URL, resp.StatusCode, strings.TrimSpace(string(body)))
 	}
 	return body, nil
+}
+
+// do sends one request to the witness at path and returns its response
+// with the body read (bounded) and closed.
+func (c *Client) do(ctx context.Context, method, path string, body io.Reader) (*http.Response, []byte, error) {
+	req, err := http.NewRequestWithContext(ctx, method, strings.TrimSuffix(c.URL, "/")+path, body)
+	if err != nil {
+		return nil, nil, err
+	}
+	resp, err := c.client().Do(req)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, maxRequestBytes))
+	if err != nil {
+		return nil, nil, err
+	}
+	return resp, b, nil
 }
 
 var _ journal.Cosigner = (*Client)(nil)

@@ -70,10 +70,7 @@ func (r *recorder) Lookup(ctx context.Context, workflow, provider, path string) 
 
 func (r *recorder) WrittenAt(ctx context.Context, workflow, provider, path string) (time.Time, error) {
 	at, err := r.recs.WrittenAt(ctx, workflow, provider, path)
-	m := content.WriteMark{Provider: provider, Path: path, At: at.UTC()}
-	if at.IsZero() {
-		m.At = time.Time{}
-	}
+	m := content.WriteMark{Provider: provider, Path: path, At: at.UTC()} // the zero time stays zero
 	if err != nil {
 		m.Error = err.Error()
 	}
