@@ -276,20 +276,16 @@ func (s *Users) SetPassword(name, password string) error {
 
 // Remove deletes a user.
 func (s *Users) Remove(name string) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	users, err := s.load()
-	if err != nil {
-		return err
-	}
-	i := slices.IndexFunc(users, func(u User) bool { return u.Name == name })
-	if i < 0 {
-		return fmt.Errorf("%w: %s", ErrNoUser, name)
-	}
-	return s.save(slices.Delete(users, i, i+1))
+	return s.change(name, func(users []User, i int) []User { return slices.Delete(users, i, i+1) })
 }
 
 func (s *Users) update(name string, fn func(*User)) error {
+	return s.change(name, func(users []User, i int) []User { fn(&users[i]); return users })
+}
+
+// change saves what fn makes of the stored users, given name's index in
+// them; ErrNoUser when name is not stored.
+func (s *Users) change(name string, fn func(users []User, i int) []User) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	users, err := s.load()
@@ -300,28 +296,39 @@ func (s *Users) update(name string, fn func(*User)) error {
 	if i < 0 {
 		return fmt.Errorf("%w: %s", ErrNoUser, name)
 	}
-	fn(&users[i])
-	return s.save(users)
+	return s.save(fn(users, i))
+}
+
+// lookup rereads the store and returns name's entry, hash and TOTP
+// secret included; ok is false when name is not stored.
+func (s *Users) lookup(name string) (u User, ok bool, err error) {
+	s.mu.Lock()
+	users, err := s.load()
+	s.mu.Unlock()
+	if err != nil {
+		return User{}, false, err
+	}
+	i := slices.IndexFunc(users, func(u User) bool { return u.Name == name })
+	if i < 0 {
+		return User{}, false, nil
+	}
+	return users[i], true, nil
 }
 
 // Authenticate checks a name and password and returns the user without
 // its hash. Any failure is ErrBadPassword, whether the name exists or not.
 func (s *Users) Authenticate(name, password string) (*User, error) {
-	s.mu.Lock()
-	users, err := s.load()
-	s.mu.Unlock()
+	u, ok, err := s.lookup(name)
 	if err != nil {
 		return nil, err
 	}
-	i := slices.IndexFunc(users, func(u User) bool { return u.Name == name })
-	if i < 0 {
+	if !ok {
 		checkPassword(dummyHash, password)
 		return nil, ErrBadPassword
 	}
-	if !checkPassword(users[i].Hash, password) {
+	if !checkPassword(u.Hash, password) {
 		return nil, ErrBadPassword
 	}
-	u := users[i]
 	u.stamp = credentialStamp(u)
 	u.Hash = ""
 	u.TOTPEnrolled, u.TOTP = u.TOTP != "", ""
@@ -343,17 +350,11 @@ func (s *Users) SetTOTP(name, secret string) error {
 // (±1 step). Replays are the caller's to refuse (totpUsed). An unknown
 // name or a user without TOTP never matches.
 func (s *Users) CheckTOTP(name, code string, now time.Time) (uint64, bool) {
-	s.mu.Lock()
-	users, err := s.load()
-	s.mu.Unlock()
-	if err != nil {
+	u, ok, err := s.lookup(name)
+	if err != nil || !ok || u.TOTP == "" {
 		return 0, false
 	}
-	i := slices.IndexFunc(users, func(u User) bool { return u.Name == name })
-	if i < 0 || users[i].TOTP == "" {
-		return 0, false
-	}
-	return matchTOTP(users[i].TOTP, code, now)
+	return matchTOTP(u.TOTP, code, now)
 }
 
 // Current reports whether the session user u still stands as stored: the
@@ -362,13 +363,7 @@ func (s *Users) CheckTOTP(name, code string, now time.Time) (uint64, bool) {
 // sign-in does not (the dashboard ends it); an unreadable store does not
 // either (fail closed).
 func (s *Users) Current(u User) bool {
-	s.mu.Lock()
-	users, err := s.load()
-	s.mu.Unlock()
-	if err != nil {
-		return false
-	}
-	i := slices.IndexFunc(users, func(x User) bool { return x.Name == u.Name })
-	return i >= 0 && users[i].Tenant == u.Tenant && slices.Equal(users[i].Roles, u.Roles) &&
-		credentialStamp(users[i]) == u.stamp
+	x, ok, err := s.lookup(u.Name)
+	return err == nil && ok && x.Tenant == u.Tenant && slices.Equal(x.Roles, u.Roles) &&
+		credentialStamp(x) == u.stamp
 }

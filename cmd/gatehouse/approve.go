@@ -30,12 +30,8 @@ Exit status: 0 done, 1 refused by the broker (not allowed, already decided),
 `
 
 func cmdApprove(ctx context.Context, env *cliEnv, args []string) error {
-	if len(args) == 0 || args[0] == "--help" || args[0] == "-h" {
-		fmt.Fprint(env.stdout, approveUsage)
-		if len(args) == 0 {
-			return &exitError{code: exitUsage}
-		}
-		return nil
+	if done, err := subcommandHelp(env, args, approveUsage, "--help", "-h"); done {
+		return err
 	}
 	var (
 		cf                               connFlags

@@ -84,15 +84,12 @@ func (f *integrityFlags) cosigners() []journal.Cosigner {
 }
 
 // web returns what the web server publishes: the audit key in did.json
-// and the checkpoints.
-func (f *integrityFlags) web(k *journal.SigningKey, c *journal.Checkpointer, log *slog.Logger) *web.Integrity {
+// and the previous keys (the caller sets the checkpoints).
+func (f *integrityFlags) web(k *journal.SigningKey, log *slog.Logger) *web.Integrity {
 	if k == nil {
 		return nil
 	}
 	in := &web.Integrity{AuditKey: k.Public()}
-	if c != nil {
-		in.Checkpoints = c
-	}
 	for _, file := range f.previous {
 		keys, err := journal.LoadTrustedKeys(file)
 		if err != nil {

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"path/filepath"
 	"strconv"
 	"time"
@@ -38,10 +37,11 @@ func envInt(env *cliEnv, name string, def int) int {
 }
 
 // openContent opens DATA_DIR/content for the capture mode, keeps the
-// policy's source in it so replay can load it by digest, and starts the
+// policy's and prov's grounding rules' sources in it so replay can load
+// them by digest, and starts the
 // eraser of unused content. The returned func stops the eraser and closes
 // the store; the sink is nil when capture is off.
-func openContent(ctx context.Context, js jetstream.JetStream, c *serveConfig, pol *policy.Policy, log *slog.Logger) (broker.ContentSink, func(), error) {
+func openContent(ctx context.Context, js jetstream.JetStream, c *serveConfig, pol *policy.Policy, prov *provider.Sink, log *slog.Logger) (broker.ContentSink, func(), error) {
 	mode, err := content.ParseMode(c.journalCapture)
 	if err != nil {
 		return nil, nil, usageError("--journal-capture: %v", err)
@@ -71,29 +71,11 @@ func openContent(ctx context.Context, js jetstream.JetStream, c *serveConfig, po
 	if err != nil {
 		return nil, nil, err
 	}
-	if c.policy != "" && pol.Digest() != "" && store != nil {
-		src, err := os.ReadFile(c.policy)
-		switch {
-		case err != nil:
-			log.Warn("policy source not kept: replay cannot load it", "file", c.policy, "err", err)
-		case content.DigestOf(src) != pol.Digest():
-			log.Warn("policy file changed since it was loaded; its source is not kept, replay cannot load it", "file", c.policy)
-		default:
-			if _, err := capt.AddPolicy(filepath.Base(c.policy), src); err != nil {
-				log.Warn("policy source not kept: replay cannot load it", "file", c.policy, "err", err)
-			}
-		}
-	}
-	if c.grounding != "" && store != nil {
-		// The grounding rules in force, by digest, so replay can run the
-		// checks of provider calls again. (A file edited between its load
-		// and this read is kept under another digest; replay then says the
-		// rules are not kept.)
-		if src, err := os.ReadFile(c.grounding); err != nil {
-			log.Warn("grounding rules source not kept: replay cannot check grounding", "file", c.grounding, "err", err)
-		} else if _, err := capt.AddGrounding(filepath.Base(c.grounding), src); err != nil {
-			log.Warn("grounding rules source not kept: replay cannot check grounding", "file", c.grounding, "err", err)
-		}
+	// The sources in force, by digest, so replay can load the policy and
+	// run the checks of provider calls again.
+	keepPolicySource(capt, c.policy, pol, log)
+	if prov != nil {
+		keepGroundingSource(capt, c.grounding, prov.Grounding(), log)
 	}
 	if store == nil {
 		return capt, func() {}, nil

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"path/filepath"
+	"slices"
 	"strings"
 )
 
@@ -44,6 +46,32 @@ func parse(env *cliEnv, fs *flag.FlagSet, args []string) ([]string, error) {
 		pos = append(pos, args[0])
 		args = args[1:]
 	}
+}
+
+// subcommandHelp prints usage to stdout when a command with subcommands
+// is given none (exit status 2) or one of helpWords (exit status 0), and
+// then reports done.
+func subcommandHelp(env *cliEnv, args []string, usage string, helpWords ...string) (done bool, err error) {
+	if len(args) > 0 && !slices.Contains(helpWords, args[0]) {
+		return false, nil
+	}
+	fmt.Fprint(env.stdout, usage)
+	if len(args) == 0 {
+		return true, &exitError{code: exitUsage}
+	}
+	return true, nil
+}
+
+// journalDirArg is the journal a command reads: its one positional
+// argument, or DATA_DIR/journal without one.
+func journalDirArg(dataDir string, pos []string, cmd string) (string, error) {
+	switch len(pos) {
+	case 0:
+		return filepath.Join(dataDir, "journal"), nil
+	case 1:
+		return pos[0], nil
+	}
+	return "", usageError("%s takes at most one directory", cmd)
 }
 
 // errHelp ends a command successfully after printing its help.

@@ -111,7 +111,7 @@ func registerWriterMetrics(reg prometheus.Registerer, js jetstream.JetStream, w 
 // writerIntegrity is what the writer publishes of its keys and
 // checkpoints; nil without a signing key.
 func writerIntegrity(f *integrityFlags, key *journal.SigningKey, w *writerLoop, log *slog.Logger) *web.Integrity {
-	in := f.web(key, nil, log)
+	in := f.web(key, log)
 	if in != nil && w != nil && w.checkpoints != nil {
 		in.Checkpoints = w.checkpoints
 	}

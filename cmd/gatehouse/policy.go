@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"path/filepath"
 	"strings"
 
 	"github.com/gatehouse/gatehouse/broker/review"
@@ -28,12 +27,8 @@ Exit status: 0 nothing strict mode would refuse, 1 findings listed,
 `
 
 func cmdPolicy(_ context.Context, env *cliEnv, args []string) error {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
-		fmt.Fprint(env.stdout, policyUsage)
-		if len(args) == 0 {
-			return &exitError{code: exitUsage}
-		}
-		return nil
+	if done, err := subcommandHelp(env, args, policyUsage, "-h", "--help", "help"); done {
+		return err
 	}
 	if args[0] != "review" {
 		fmt.Fprint(env.stderr, policyUsage)
@@ -50,13 +45,9 @@ func cmdPolicy(_ context.Context, env *cliEnv, args []string) error {
 	if err != nil {
 		return err
 	}
-	dir := filepath.Join(dataDir, "journal")
-	switch len(pos) {
-	case 0:
-	case 1:
-		dir = pos[0]
-	default:
-		return usageError("policy review takes at most one directory")
+	dir, err := journalDirArg(dataDir, pos, "policy review")
+	if err != nil {
+		return err
 	}
 	rep, err := review.Review(dir)
 	if err != nil {

@@ -79,7 +79,7 @@ func (h *policyHolder) reloadPolicy() error {
 		return err
 	}
 	h.log.Info("policy reloaded", "file", policyName(h.path), "digest", pol.Digest())
-	h.keepSource(pol)
+	keepPolicySource(h.capture, h.path, pol, h.log)
 	return nil
 }
 
@@ -107,41 +107,49 @@ func (h *policyHolder) reloadGrounding() error {
 		return err
 	}
 	h.log.Info("grounding rules reloaded", "file", filepath.Base(h.groundingPath), "digest", rules.Digest())
-	h.keepGroundingSource(rules)
+	keepGroundingSource(h.capture, h.groundingPath, rules, h.log)
 	return nil
 }
 
-// keepGroundingSource stores the grounding rules' source in the content
-// store, so replay can check provider calls under them by digest.
-func (h *policyHolder) keepGroundingSource(rules *grounding.Rules) {
-	cp, ok := h.capture.(*content.Capturer)
-	if !ok || cp.Mode() != content.ModeFull {
+// keepPolicySource keeps the source of the policy file at path in the
+// content store when capture is full, so replay can load pol by its
+// digest; a file changed since pol was read is not kept. serve calls it
+// at start (openContent) and after every reload.
+func keepPolicySource(capture broker.ContentSink, path string, pol *policy.Policy, log *slog.Logger) {
+	cp, ok := capture.(*content.Capturer)
+	if !ok || path == "" || pol.Digest() == "" || cp.Mode() != content.ModeFull {
 		return
 	}
-	src, err := os.ReadFile(h.groundingPath)
-	if err != nil || content.DigestOf(src) != rules.Digest() {
-		h.log.Warn("grounding rules source not kept: replay cannot check grounding", "file", h.groundingPath)
-		return
-	}
-	if _, err := cp.AddGrounding(filepath.Base(h.groundingPath), src); err != nil {
-		h.log.Warn("grounding rules source not kept: replay cannot check grounding", "file", h.groundingPath, "err", err)
+	src, err := os.ReadFile(path)
+	switch {
+	case err != nil:
+		log.Warn("policy source not kept: replay cannot load it", "file", path, "err", err)
+	case content.DigestOf(src) != pol.Digest():
+		log.Warn("policy file changed since it was loaded; its source is not kept, replay cannot load it", "file", path)
+	default:
+		if _, err := cp.AddPolicy(filepath.Base(path), src); err != nil {
+			log.Warn("policy source not kept: replay cannot load it", "file", path, "err", err)
+		}
 	}
 }
 
-// keepSource stores the file's source in the content store, so replay can
-// load the new policy by its digest (as openContent does at start).
-func (h *policyHolder) keepSource(pol *policy.Policy) {
-	cp, ok := h.capture.(*content.Capturer)
-	if !ok || h.path == "" || cp.Mode() != content.ModeFull {
+// keepGroundingSource is keepPolicySource for the grounding rules file at
+// path, read as rules (nothing is kept for unreadable rules).
+func keepGroundingSource(capture broker.ContentSink, path string, rules *grounding.Rules, log *slog.Logger) {
+	cp, ok := capture.(*content.Capturer)
+	if !ok || path == "" || rules.Digest() == "" || cp.Mode() != content.ModeFull {
 		return
 	}
-	src, err := os.ReadFile(h.path)
-	if err != nil || content.DigestOf(src) != pol.Digest() {
-		h.log.Warn("policy source not kept: replay cannot load it", "file", h.path)
-		return
-	}
-	if _, err := cp.AddPolicy(filepath.Base(h.path), src); err != nil {
-		h.log.Warn("policy source not kept: replay cannot load it", "file", h.path, "err", err)
+	src, err := os.ReadFile(path)
+	switch {
+	case err != nil:
+		log.Warn("grounding rules source not kept: replay cannot check grounding", "file", path, "err", err)
+	case content.DigestOf(src) != rules.Digest():
+		log.Warn("grounding rules file changed since it was loaded; its source is not kept, replay cannot check grounding", "file", path)
+	default:
+		if _, err := cp.AddGrounding(filepath.Base(path), src); err != nil {
+			log.Warn("grounding rules source not kept: replay cannot check grounding", "file", path, "err", err)
+		}
 	}
 }
 

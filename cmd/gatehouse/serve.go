@@ -186,7 +186,8 @@ func cmdServe(ctx context.Context, env *cliEnv, args []string) error {
 		log.Error("policy could not be read: every effect is refused until it is fixed", "file", c.policy, "err", polErr)
 	}
 
-	capture, eraser, err := openContent(ctx, js, &c, pol, log)
+	prov := providerOf(sinks.sinks)
+	capture, eraser, err := openContent(ctx, js, &c, pol, prov, log)
 	if err != nil {
 		return err
 	}
@@ -233,7 +234,7 @@ func cmdServe(ctx context.Context, env *cliEnv, args []string) error {
 	}
 	// SIGHUP (and the dashboard) re-read the policy and grounding files.
 	pols := &policyHolder{path: c.policy, log: log, broker: b, capture: capture, pol: pol, err: polErr,
-		groundingPath: c.grounding, provider: providerOf(sinks.sinks), groundErr: sinks.groundingErr}
+		groundingPath: c.grounding, provider: prov, groundErr: sinks.groundingErr}
 	defer pols.reloadOnHangup(ctx)()
 	svc, err := broker.Serve(nc, b, broker.ServiceConfig{})
 	if err != nil {

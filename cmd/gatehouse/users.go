@@ -46,12 +46,8 @@ Exit status: 0 done, 1 refused (user exists, no such user), 2 usage.
 `
 
 func cmdUsers(_ context.Context, env *cliEnv, args []string) error {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
-		fmt.Fprint(env.stdout, usersUsage)
-		if len(args) == 0 {
-			return &exitError{code: exitUsage}
-		}
-		return nil
+	if done, err := subcommandHelp(env, args, usersUsage, "-h", "--help", "help"); done {
+		return err
 	}
 	var (
 		dataDir string

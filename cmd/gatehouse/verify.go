@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"path/filepath"
 
 	"github.com/gatehouse/gatehouse/broker/evidence"
 	"github.com/gatehouse/gatehouse/broker/journal"
@@ -64,13 +63,9 @@ func cmdVerify(ctx context.Context, env *cliEnv, args []string) error {
 		}
 		return verifyExport(env, export, asJSON, opts)
 	}
-	dir := filepath.Join(dataDir, "journal")
-	switch len(pos) {
-	case 0:
-	case 1:
-		dir = pos[0]
-	default:
-		return usageError("verify takes at most one directory")
+	dir, err := journalDirArg(dataDir, pos, "verify")
+	if err != nil {
+		return err
 	}
 	rep, err := vi.verify(ctx, dir)
 	var ee *exitError

@@ -68,12 +68,8 @@ hand to an agent, or close a run. Whom work is for comes only from here.
 `
 
 func cmdWork(ctx context.Context, env *cliEnv, args []string) error {
-	if len(args) == 0 || args[0] == "--help" || args[0] == "-h" {
-		fmt.Fprint(env.stdout, workUsage)
-		if len(args) == 0 {
-			return &exitError{code: exitUsage}
-		}
-		return nil
+	if done, err := subcommandHelp(env, args, workUsage, "--help", "-h"); done {
+		return err
 	}
 	switch args[0] {
 	case "open":
