@@ -63,7 +63,8 @@ type PeerMessage struct {
 // The parent is read from the run store by id, so the sub-run inherits
 // from the record the application wrote, never from a caller's copy. The
 // child has the parent's principal, mandate (a deep copy, with its digest
-// and expiry) and scopes; only Agent is its own. Parent names the parent,
+// and expiry), scopes and opening application; only Agent is its own, and
+// so only that agent's identity may act in it. Parent names the parent,
 // Root the first run of the work, Depth is the parent's plus one. As with
 // Open, run.open (naming the parent) is recorded before the child exists:
 // a sub-run that cannot be recorded does not open (except in mode off,
@@ -97,7 +98,7 @@ func (b *Broker) OpenChild(ctx context.Context, parent, agent string) (*Run, err
 	}
 	c := &Run{
 		ID: NewRunID(now), For: p.For, Mandate: copyMandate(p.Mandate), MandateDigest: p.MandateDigest,
-		Scopes: slices.Clone(nonNil(p.Scopes)), Agent: agent, Input: p.Input, Opened: now,
+		Scopes: slices.Clone(nonNil(p.Scopes)), Agent: agent, App: p.App, Input: p.Input, Opened: now,
 		Parent: p.ID, Root: root, Depth: p.Depth + 1,
 	}
 	if b.mode != policy.ModeOff {
