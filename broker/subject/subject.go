@@ -177,17 +177,22 @@ func AgentInboxOf(id string) string { return AgentInbox + "." + id }
 func AppInboxOf(id string) string { return AppInbox + "." + id }
 
 // InInbox reports whether reply lies inside the inbox space prefix: it is
-// prefix, a '.', and at least one more token, with no wildcard anywhere.
+// prefix, a '.', and one or more non-empty tokens, with no wildcard
+// character ('*', '>') and no white space or control character anywhere.
 func InInbox(reply, prefix string) bool {
 	if len(reply) <= len(prefix)+1 || !strings.HasPrefix(reply, prefix+".") {
 		return false
 	}
-	for _, tok := range strings.Split(reply[len(prefix)+1:], ".") {
-		if tok == "" || tok == "*" || tok == ">" {
+	rest := reply[len(prefix)+1:]
+	if rest[0] == '.' || rest[len(rest)-1] == '.' || strings.Contains(rest, "..") {
+		return false
+	}
+	for i := 0; i < len(rest); i++ {
+		if c := rest[i]; c <= ' ' || c == '*' || c == '>' || c == 0x7f {
 			return false
 		}
 	}
-	return !strings.ContainsAny(reply, " \t\r\n")
+	return true
 }
 
 // Outputs. The output sink delivers a step's result on

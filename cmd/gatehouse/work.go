@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"time"
@@ -42,12 +43,15 @@ func (c *connFlags) registerApp(fs *flagSet) {
 // server's endpoints file when not given.
 func (c *connFlags) dial(role client.Role) (*client.Client, error) {
 	url, creds := c.natsURL, c.creds
+	// A named identity's seed is the one `gatehouse agents/apps add` made
+	// in the data dir, if there is one (a NATS without auth needs none).
 	if role == client.Agent && c.agent != "" && creds == "" {
-		creds = embedded.AgentCredsPath(filepath.Join(c.dataDir, "nats"), c.agent)
+		creds = existing(embedded.AgentCredsPath(filepath.Join(c.dataDir, "nats"), c.agent))
 	}
 	if role == client.App && c.app != "" && creds == "" {
-		creds = embedded.AppCredsPath(filepath.Join(c.dataDir, "nats"), c.app)
+		creds = existing(embedded.AppCredsPath(filepath.Join(c.dataDir, "nats"), c.app))
 	}
+	named := c.agent != "" && role == client.Agent || c.app != "" && role == client.App
 	if url == "" || creds == "" {
 		ep, err := readEndpoints(c.dataDir)
 		if err != nil && url == "" {
@@ -57,7 +61,7 @@ func (c *connFlags) dial(role client.Role) (*client.Client, error) {
 			if url == "" {
 				url = ep.NATSURL
 			}
-			if creds == "" {
+			if creds == "" && !named {
 				creds = map[client.Role]string{client.App: ep.AppCreds, client.Agent: ep.AgentCreds}[role]
 			}
 		}
@@ -69,6 +73,14 @@ func (c *connFlags) dial(role client.Role) (*client.Client, error) {
 		return client.DialApp(url, c.app, creds)
 	}
 	return client.Dial(url, role, creds)
+}
+
+// existing is path if a file is there, else "".
+func existing(path string) string {
+	if _, err := os.Stat(path); err != nil {
+		return ""
+	}
+	return path
 }
 
 const workUsage = `Usage:
