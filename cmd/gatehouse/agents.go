@@ -270,11 +270,15 @@ func printNATSConf(env *cliEnv, dataDir string, reg *identity.Registry) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(env.stdout, `# Gatehouse's NATS users and permissions, for the account Gatehouse uses:
-#   accounts { GATEHOUSE { jetstream: enabled, users: <this list> } }
-# Connect brokers with --nats-creds %s and
-# --nats-replies-creds %s; hand each agent and application only its own seed.
-%s
+	fmt.Fprintf(env.stdout, `# Gatehouse's NATS users and permissions, for the account Gatehouse uses.
+# Save this as users.conf beside nats.conf and include it there:
+#   accounts { GATEHOUSE { jetstream: enabled, include "users.conf" } }
+# (no no_auth_user: a client without a credential must be refused).
+# Connect brokers with --nats-creds %s
+# and --nats-replies-creds %s;
+# hand each agent and application only its own seed. Run this again after
+# gatehouse agents/apps add, rotate or remove, and reload nats-server.
+users: %s
 `, embedded.CredsPath(filepath.Join(dataDir, "nats"), embedded.RoleBroker), embedded.CredsPath(filepath.Join(dataDir, "nats"), embedded.RoleReplies), embedded.UsersConf(users))
 	return nil
 }
