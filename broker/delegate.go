@@ -45,9 +45,10 @@ const (
 // from what the sending agent wrote.
 type PeerMessage struct {
 	Kind string `json:"kind"` // PeerSend, PeerDelegate or PeerBroadcast
-	// Run is the run the recipient acts in for this message: the sender's
-	// run (send), the sub-run opened for the recipient (delegate), or the
-	// recipient's own run of the same work (broadcast).
+	// Run is the run the message is about: the sender's run (send, which
+	// the recipient cannot act in: a run accepts only its own agent), the
+	// sub-run opened for the recipient (delegate), or the recipient's own
+	// run of the same work (broadcast).
 	Run string `json:"run"`
 	// From is the sending run's agent ("" when the application's run has
 	// none); FromRun is the sending run.

@@ -101,7 +101,7 @@ var codes = []struct {
 }{
 	{ErrBadRequest, CodeBadRequest, "fix the request; see the gatehouse.v1 request schema in the README"},
 	{ErrForbiddenField, CodeForbiddenField, "whom work is for comes only from the application that opened the run; remove the field"},
-	{ErrUnknownRun, CodeUnknownRun, "open work first (gatehouse.v1.work.open) and use the run id it returns"},
+	{ErrUnknownRun, CodeUnknownRun, "open work first (gatehouse.v1.app.<app>.work.open) and use the run id it returns"},
 	{ErrRunClosed, CodeRunClosed, "the application closed this run; open new work"},
 	{ErrUnknownSink, CodeUnknownSink, "use one of the sinks this broker serves (nats micro info gatehouse)"},
 	{ErrJournal, CodeJournal, "the decision could not be recorded; check the NATS JetStream stream and retry"},

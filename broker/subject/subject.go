@@ -233,9 +233,9 @@ const (
 //
 //	gatehouse.v1.peer.<agent>.<run>
 //
-// <run> is the run the recipient acts in for this message: the sender's run
-// for a send, the new sub-run for a delegation, the recipient's own run of
-// the same work for a broadcast. Messages are stored in PeerStream
+// <run> is the run the message is about: the sender's run for a send, the
+// new sub-run (the recipient's to act in) for a delegation, the recipient's
+// own run of the same work for a broadcast. Messages are stored in PeerStream
 // (work-queue retention), one durable pull consumer per agent named by
 // PeerConsumer, which only the broker creates; agents fetch from it.
 const (
