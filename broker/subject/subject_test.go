@@ -88,3 +88,15 @@ func FuzzRequester(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkRequesterAndInbox is what the Service adds to every request:
+// reading the identity from the subject and checking the reply subject.
+func BenchmarkRequesterAndInbox(b *testing.B) {
+	subj, reply := Effect("invoice-bot", policy.SinkOutput), AgentInboxOf("invoice-bot")+".Ts2Xq1VhYpQdbOq3NV2c0C"
+	for b.Loop() {
+		c, id, _, ok := Requester(subj)
+		if !ok || !InInbox(reply, InboxOf(c, id)) {
+			b.Fatal("refused")
+		}
+	}
+}
