@@ -181,7 +181,13 @@ func TestAttackIdentity(t *testing.T) {
 
 	// 1. Origin is Gatehouse's fact.
 	t.Run("origin", func(t *testing.T) {
-		marker := filepath.Join(t.TempDir(), "ran")
+		// Host commands may run as another, unprivileged uid: the folder
+		// the marker goes to is open to it.
+		mdir, err := os.MkdirTemp("", "gatehouse-attack-")
+		must(t, err)
+		t.Cleanup(func() { _ = os.RemoveAll(mdir) })
+		must(t, os.Chmod(mdir, 0o777))
+		marker := filepath.Join(mdir, "ran")
 		exec := func(run string, origin policy.Origin) broker.EffectRequest {
 			p, _ := json.Marshal(map[string]any{"argv": []string{"/usr/bin/touch", marker}})
 			return broker.EffectRequest{Run: run, Action: "exec", Origin: origin, Params: p}
