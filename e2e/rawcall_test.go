@@ -23,7 +23,7 @@ var rawEffects = []string{
 	// processes
 	"os/exec.Command", "os/exec.CommandContext", "os.StartProcess", "syscall.Exec", "syscall.ForkExec", "syscall.StartProcess",
 	// the sandbox's own entry points: only sinks may start programs
-	"(*" + module + "/sandbox.Sandbox).Run", module + "/sandbox.RunHost",
+	"(*" + module + "/sandbox.Sandbox).Run", "(*" + module + "/sandbox.Sandbox).RunHost",
 	// files
 	"os.WriteFile", "os.Create", "os.OpenFile", "os.Rename", "os.Symlink", "os.Link", "os.Mkdir", "os.MkdirAll",
 	"os.Remove", "os.RemoveAll", "os.CreateTemp", "os.MkdirTemp",

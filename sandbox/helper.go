@@ -112,19 +112,6 @@ func helperRun() {
 	}
 }
 
-func dropIDs(uid, gid int) error {
-	if err := syscall.Setgroups([]int{}); err != nil {
-		return fmt.Errorf("setgroups: %w", err)
-	}
-	if err := syscall.Setresgid(gid, gid, gid); err != nil {
-		return fmt.Errorf("setresgid: %w", err)
-	}
-	if err := syscall.Setresuid(uid, uid, uid); err != nil {
-		return fmt.Errorf("setresuid: %w", err)
-	}
-	return nil
-}
-
 // arrangeFDs leaves the program exactly stdin, stdout and stderr and, with a gateway, the gateway's two pipes
 // at GatewayOutFD and GatewayInFD: the status fd moves to fdStatusMin or above (close-on-exec, except for bwrap,
 // which reports its child's pid through it and does not pass it on), the config fd is closed, and every other
@@ -243,20 +230,46 @@ func rawFail(status int, prefix []byte, e syscall.Errno, newline []byte) {
 	unix.RawSyscall(unix.SYS_EXIT_GROUP, 125, 0, 0)
 }
 
+// helperPlain runs host commands and unconfined code: the host's files and network, as the run's uid. With
+// OwnPID it is pid 1 of fresh pid and mount namespaces (cloned by the host) and mounts a /proc of that pid
+// namespace over the host's, so the program sees no other process (not the broker's command line, not another
+// run), cannot name one to signal or ptrace, and its exit ends its whole tree. Without Drop (this process is
+// not root) the program keeps the broker's own ids. Either way no_new_privs is set, so no setuid or
+// file-capability binary raises its privileges.
 func helperPlain(h helperFailure, hc *helperConfig) {
+	if hc.OwnPID {
+		if err := ownProc(); err != nil {
+			h.fail("%v", err)
+		}
+	}
 	if err := os.Chdir(hc.Dir); err != nil {
 		h.fail("chdir: %v", err)
 	}
 	argv0 := lookPath(hc.Argv[0], hc.Env)
 	if hc.Drop {
-		if err := dropIDs(hc.UID, hc.GID); err != nil {
+		if err := becomeUser(hc.UID, hc.GID); err != nil {
 			h.fail("%v", err)
 		}
-		if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
-			h.fail("no_new_privs: %v", err)
-		}
+	}
+	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+		h.fail("no_new_privs: %v", err)
 	}
 	execProgram(h, argv0, hc.Argv, hc.Env, hc.Rlimits)
+}
+
+// ownProc replaces, in this (fresh, private) mount namespace, the host's /proc and everything mounted under
+// it with a proc of this process's pid namespace.
+func ownProc() error {
+	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
+		return fmt.Errorf("make / private: %w", err)
+	}
+	if err := unix.Unmount("/proc", unix.MNT_DETACH); err != nil {
+		return fmt.Errorf("detach the host's /proc: %w", err)
+	}
+	if err := unix.Mount("proc", "/proc", "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
+		return fmt.Errorf("mount /proc: %w", err)
+	}
+	return nil
 }
 
 func helperBwrap(h helperFailure, hc *helperConfig) {
@@ -273,8 +286,10 @@ func helperBwrap(h helperFailure, hc *helperConfig) {
 		h.fail("seccomp pipe: %v", err)
 	}
 	unix.Close(p[1])
-	if err := dropIDs(hc.UID, hc.GID); err != nil {
-		h.fail("%v", err)
+	if hc.Drop {
+		if err := becomeUser(hc.UID, hc.GID); err != nil {
+			h.fail("%v", err)
+		}
 	}
 	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
 		h.fail("no_new_privs: %v", err)
