@@ -150,8 +150,8 @@ func holds(probes []Probe, want []string) bool {
 // probes try to reach set up on the host, checks on the host what reached it, and returns every probe.
 func (s *Sandbox) probe(ctx context.Context, mode string, t Tier) ([]Probe, error) {
 	cfg := s.cfg
-	if err := os.MkdirAll(cfg.WorkRoot, 0o711); err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrWorkspace, err)
+	if err := makeWorkRoot(cfg.WorkRoot); err != nil {
+		return nil, err
 	}
 	outside, err := os.MkdirTemp(cfg.WorkRoot, "probe-outside-")
 	if err != nil {

@@ -59,8 +59,9 @@ type Config struct {
 	// Helper is the argv prefix that re-executes this binary as the helper (it must end with HelperArg);
 	// nil means os.Executable() and HelperArg.
 	Helper []string
-	// WorkRoot is the host folder fresh workspaces are made in; "" means /tmp/gatehouse-sandbox. Every parent
-	// must be searchable (o+x) by UID, so never a folder under /root.
+	// WorkRoot is the host folder fresh workspaces are made in; "" means /tmp/gatehouse-sandbox
+	// (/tmp/gatehouse-sandbox-<euid> for a process that is not root). It must be this process's user's and
+	// writable by nobody else; every parent must be searchable (o+x) by UID, so never a folder under /root.
 	WorkRoot string
 	// Bwrap is the bubblewrap binary; "" means /usr/bin/bwrap.
 	Bwrap string
@@ -341,6 +342,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.WorkRoot == "" {
 		c.WorkRoot = "/tmp/gatehouse-sandbox"
+		if uid := os.Geteuid(); uid != 0 {
+			c.WorkRoot += "-" + strconv.Itoa(uid)
+		}
 	}
 	if c.Bwrap == "" {
 		c.Bwrap = "/usr/bin/bwrap"

@@ -136,11 +136,9 @@ func cmdServe(ctx context.Context, env *cliEnv, args []string) error {
 	if err != nil {
 		return err
 	}
-	if err := os.MkdirAll(c.dataDir, 0o700); err != nil {
-		return fmt.Errorf("data dir: %w", err)
+	if c.dataDir, err = secureDataDir(c.dataDir, log); err != nil {
+		return err // before anything is written into it
 	}
-	abs, _ := filepath.Abs(c.dataDir)
-	c.dataDir = abs
 
 	// NATS: embedded unless a URL is given.
 	var ns *embedded.Server
