@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/gatehouse/gatehouse/sandbox"
 )
 
@@ -284,5 +286,23 @@ func notRootChild(t *testing.T) {
 	res, err = sb.Run(context.Background(), sandbox.Spec{Argv: []string{"/bin/sh", "-c", "cat /proc/1/cmdline; ls /proc | grep -c '^[0-9]'"}})
 	if err != nil || res.ExitCode != 0 {
 		t.Fatalf("Run in %s as uid %d: %v %+v %q", sb.Tier(), os.Getuid(), err, res, res.Stderr)
+	}
+}
+
+// TestRunHostSeesNoOtherProcMount: a second proc mount of the host's (a
+// container's, a chroot's) would list the host's processes; a host command
+// finds it empty.
+func TestRunHostSeesNoOtherProcMount(t *testing.T) {
+	dir := filepath.Join(outsideDir(t), "proc with space")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Mount("proc", dir, "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Unmount(dir, unix.MNT_DETACH)
+	res := runHost(t, sandbox.Spec{Argv: []string{"/bin/sh", "-c", fmt.Sprintf("cat '%s/%d/cmdline' && echo READ; ls '%s' | grep -c '^[0-9]'", dir, os.Getpid(), dir)}})
+	if strings.Contains(string(res.Stdout), "READ") || strings.TrimSpace(string(res.Stdout)) != "0" {
+		t.Fatalf("the host command saw host processes through %s: %q", dir, res.Stdout)
 	}
 }

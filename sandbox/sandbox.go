@@ -188,7 +188,8 @@ type Spec struct {
 	Files map[string][]byte
 	// Workspace is the host folder the program gets as its working directory (/work in the bubblewrap and
 	// namespaces tiers, its own host path in the others). "" means a fresh folder, removed after the run.
-	// A given folder is chowned, recursively, to the sandbox uid.
+	// A given folder is chowned, recursively, to the run's uid for the run, and back to this process's user
+	// after it (where uids are switched).
 	Workspace string
 	Limits    Limits
 	// Gateway, when set, is the program's one way out: it gets GatewayOutFD (write) and GatewayInFD (read),
