@@ -66,7 +66,9 @@
 // ambient capabilities, securebits NOROOT and NO_CAP_AMBIENT_RAISE locked, no supplementary group,
 // real/effective/saved uid and gid switched, capset to nothing, each checked afterwards; the parent-death
 // signal is set again (a uid change clears it), and no_new_privs follows in every mode, so a setuid or
-// file-capability binary gains nothing.
+// file-capability binary gains nothing. The helper sets umask 077 in every mode, so what a program creates
+// in the host's shared folders (/tmp, /dev/shm: a host command sees the host's) is not readable by the
+// next run's uid unless the program says so.
 //
 // RunHost (the process sink) and the unconfined tier run the same way ("plain" mode): the helper is pid 1 of
 // fresh pid and mount namespaces (cloned by the host; as root, no user namespace is needed), makes / private,

@@ -95,6 +95,9 @@ func helperRun() {
 	if err != nil {
 		h.fail("%v", err)
 	}
+	// What the program creates is its uid's alone unless it says otherwise: a file a host command leaves in
+	// the host's /tmp or /dev/shm is not readable by the next run's uid.
+	unix.Umask(0o077)
 	h = helperFailure{status}
 	if len(hc.Argv) == 0 {
 		h.fail("empty argv")

@@ -62,6 +62,7 @@ echo "uid=$(id -u) gid=$(id -g) groups=$(id -G)"
 grep -E '^(Cap(Inh|Prm|Eff|Bnd|Amb)|NoNewPrivs):' /proc/self/status
 echo "owner=$(stat -c %%u:%%g .) mode=$(stat -c %%a .) pwd=$(pwd)"
 echo "procs=$(ls /proc | grep -c '^[0-9]')"
+echo "umask=$(umask)"
 cat /proc/%d/cmdline && echo READ-BROKER-CMDLINE
 cat /proc/%d/environ && echo READ-BROKER-ENVIRON
 kill -0 %d && echo SIGNALED-BROKER
@@ -75,7 +76,7 @@ exit 0`, os.Getpid(), os.Getpid(), os.Getpid())}})
 		"uid=" + u + " gid=" + u + " groups=" + u + "\n",
 		"CapInh:\t0000000000000000", "CapPrm:\t0000000000000000", "CapEff:\t0000000000000000",
 		"CapBnd:\t0000000000000000", "CapAmb:\t0000000000000000", "NoNewPrivs:\t1",
-		"owner=" + u + ":" + u + " mode=700 pwd=" + res.Workdir + "\n",
+		"owner=" + u + ":" + u + " mode=700 pwd=" + res.Workdir + "\n", "umask=0077\n",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("stdout lacks %q", want)

@@ -13,7 +13,9 @@
 // its own with a /proc of its own where the host allows them (it sees no
 // other process, so it can neither read the broker's command line nor name
 // it to signal or ptrace it), in a fresh working folder owned by that uid,
-// with the same limits and whole-tree kill as sandboxed code. It reads and
+// with umask 077 (what it leaves in the host's /tmp is not readable by
+// the next run's uid), with the same limits and whole-tree kill as
+// sandboxed code. It reads and
 // writes what that uid may: never DATA_DIR, which serve keeps 0700 (see
 // cmd/gatehouse/datadir.go), so no credential seed, signing key, user,
 // session, journal file or content blob.
