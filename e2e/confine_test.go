@@ -344,7 +344,7 @@ func TestAllowedHostCommandsCannotReachGatehouse(t *testing.T) {
 			if r := gh(t, "users", "totp", "admin", "--data-dir", data, "--json"); r.code != 0 { // a TOTP secret in the users file
 				t.Fatalf("users totp: %s", r.stderr)
 			}
-			args := append([]string{"--mode", "strict", "--policy", writeRules(t, hostRules), "--signing-key-file", key}, tc.args...)
+			args := append([]string{"--mode", "strict", "--policy", writeRules(t, hostRules), "--signing-key-file", key, "--agents", "bob"}, tc.args...)
 			s := serve(t, data, args...)
 			if !strings.Contains(s.out.String(), "DATA_DIR WAS READABLE BY OTHER USERS") {
 				t.Errorf("serve did not say it tightened DATA_DIR:\n%s", s.out)
@@ -362,7 +362,7 @@ func TestAllowedHostCommandsCannotReachGatehouse(t *testing.T) {
 			}
 			waitJournal(t, data, run, 4)
 			sec := collectSecrets(t, data, outsideKey)
-			need := map[string]bool{"nats/creds/": false, "signing.key": false, "users.json": false, "journal/runs/": false, "journal/head": false, "content/": false}
+			need := map[string]bool{"nats/creds/": false, "nats/creds/agent-bob.nk": false, "signing.key": false, "users.json": false, "journal/runs/": false, "journal/head": false, "content/": false}
 			for p := range sec.files {
 				for k := range need {
 					need[k] = need[k] || strings.Contains(p, "/"+k) || strings.HasSuffix(p, "/"+k)

@@ -269,6 +269,7 @@ func TestNotRoot(t *testing.T) {
 func notRootChild(t *testing.T) {
 	cfg := testConfig(sandbox.TierBwrap, sandbox.TierNamespaces, sandbox.TierLandlock)
 	cfg.WorkRoot = filepath.Join(os.TempDir(), fmt.Sprintf("gatehouse-sandbox-%d", os.Getuid()))
+	t.Cleanup(func() { os.RemoveAll(cfg.WorkRoot) })
 	sb, rep := sandbox.Detect(context.Background(), cfg)
 	if rep.Host.SeparateUID || sb.SeparateUID() || rep.Host.Err == "" {
 		t.Fatalf("as uid %d, host report %+v", os.Getuid(), rep.Host)
