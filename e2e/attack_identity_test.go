@@ -31,8 +31,8 @@ import (
 // case checks the store itself (journal stream, KV buckets, streams, files,
 // what a subscriber received), not only the reply.
 
-// attack is the running serve and the operator's view of its NATS.
-type attack struct {
+// identityAttack is the running serve and the operator's view of its NATS.
+type identityAttack struct {
 	t    *testing.T
 	data string
 	s    *server
@@ -45,7 +45,7 @@ type attack struct {
 	runs map[string]string
 }
 
-func startAttack(t *testing.T) *attack {
+func startAttack(t *testing.T) *identityAttack {
 	t.Helper()
 	data := t.TempDir()
 	for _, a := range [][]string{{"agents", "add", "bob"}, {"agents", "add", "alice"}, {"apps", "add", "crm", "--tenant", "acme"}} {
@@ -55,7 +55,7 @@ func startAttack(t *testing.T) *attack {
 	}
 	pol := filepath.Join(data, "cards.yaml")
 	must(t, os.WriteFile(pol, []byte("agents:\n  - name: bob\n  - name: alice\n  - name: builder\n  - name: dave\n"), 0o600))
-	a := &attack{t: t, data: data, s: serve(t, data, "--mode", "strict", "--policy", pol), nats: filepath.Join(data, "nats"), runs: map[string]string{}}
+	a := &identityAttack{t: t, data: data, s: serve(t, data, "--mode", "strict", "--policy", pol), nats: filepath.Join(data, "nats"), runs: map[string]string{}}
 	var err error
 	a.op, err = nats.Connect(a.s.ep.NATSURL, seedOpt(t, embedded.CredsPath(a.nats, embedded.RoleBroker)))
 	must(t, err)
@@ -74,7 +74,7 @@ func startAttack(t *testing.T) *attack {
 	return a
 }
 
-func (a *attack) ctx() context.Context {
+func (a *identityAttack) ctx() context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	a.t.Cleanup(cancel)
 	return ctx
@@ -89,7 +89,7 @@ func seedOpt(t *testing.T, path string) nats.Option {
 
 // agent connects as agent identity id (subject.Shared or a name) with its
 // credential, as the Go client would; raw gives the bare connection too.
-func (a *attack) agent(id string) *client.Client {
+func (a *identityAttack) agent(id string) *client.Client {
 	a.t.Helper()
 	if id == subject.Shared {
 		c, err := client.Dial(a.s.ep.NATSURL, client.Agent, a.s.ep.AgentCreds)
@@ -104,7 +104,7 @@ func (a *attack) agent(id string) *client.Client {
 }
 
 // decisions reads run's policy.decision events from the journal stream.
-func (a *attack) decisions(run string) []journal.Decision {
+func (a *identityAttack) decisions(run string) []journal.Decision {
 	a.t.Helper()
 	cons, err := a.js.OrderedConsumer(a.ctx(), subject.JournalStream, jetstream.OrderedConsumerConfig{FilterSubjects: []string{subject.Journal(run)}})
 	must(a.t, err)
@@ -130,7 +130,7 @@ func (a *attack) decisions(run string) []journal.Decision {
 }
 
 // onSubject counts the messages stream holds on subj.
-func (a *attack) onSubject(stream, subj string) uint64 {
+func (a *identityAttack) onSubject(stream, subj string) uint64 {
 	a.t.Helper()
 	st, err := a.js.Stream(a.ctx(), stream)
 	must(a.t, err)
@@ -142,7 +142,7 @@ func (a *attack) onSubject(stream, subj string) uint64 {
 // violates reports whether the server refuses act as a permissions
 // violation, on a fresh connection of c's credential and inbox space (the
 // violation is the connection's last error by the next flush).
-func (a *attack) violates(t *testing.T, seed, inbox string, act func(nc *nats.Conn) error) bool {
+func (a *identityAttack) violates(t *testing.T, seed, inbox string, act func(nc *nats.Conn) error) bool {
 	t.Helper()
 	nc, err := nats.Connect(a.s.ep.NATSURL, seedOpt(t, seed), nats.CustomInboxPrefix(inbox), nats.ErrorHandler(func(*nats.Conn, *nats.Subscription, error) {}))
 	must(t, err)
@@ -155,7 +155,7 @@ func (a *attack) violates(t *testing.T, seed, inbox string, act func(nc *nats.Co
 }
 
 // seed is the credential file of agent identity id.
-func (a *attack) seed(id string) string {
+func (a *identityAttack) seed(id string) string {
 	if id == subject.Shared {
 		return a.s.ep.AgentCreds
 	}
@@ -597,7 +597,7 @@ func TestAttackIdentity(t *testing.T) {
 
 // waitAgent connects as agent name once serve has taken its credential
 // (the register is re-read when gatehouse agents changes it).
-func (a *attack) waitAgent(t *testing.T, name string) *client.Client {
+func (a *identityAttack) waitAgent(t *testing.T, name string) *client.Client {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for {
@@ -614,7 +614,7 @@ func (a *attack) waitAgent(t *testing.T, name string) *client.Client {
 }
 
 // waitRefused waits until the server refuses the seed at path.
-func (a *attack) waitRefused(t *testing.T, name, path string) {
+func (a *identityAttack) waitRefused(t *testing.T, name, path string) {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for {
