@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -44,8 +43,6 @@ Changes are written to DATA_DIR/identities.json; a running 'gatehouse
 serve' on the same data dir applies them at once (new users on its
 embedded NATS, connections of a removed or rotated credential closed), no
 restart needed.
-
-Exit status: 0 done, 1 refused (exists, no such agent), 2 usage.
 `
 
 const appsUsage = `Usage: gatehouse apps <command> [flags]
@@ -62,8 +59,6 @@ Commands:
   list [--json]              the registered applications
 
 A running 'gatehouse serve' on the same data dir applies changes at once.
-
-Exit status: 0 done, 1 refused (exists, no such application), 2 usage.
 `
 
 func cmdAgents(ctx context.Context, env *cliEnv, args []string) error {
@@ -79,7 +74,7 @@ func cmdIdentities(_ context.Context, env *cliEnv, args []string, class subject.
 	if class == subject.ClassApp {
 		usage, cmd = appsUsage, "apps"
 	}
-	if done, err := subcommandHelp(env, args, usage, "-h", "--help", "help"); done {
+	if done, err := subcommandHelp(env, args, cmd, usage); done {
 		return err
 	}
 	var (
@@ -106,8 +101,11 @@ func cmdIdentities(_ context.Context, env *cliEnv, args []string, class subject.
 			return usageError("unknown apps command %q (the NATS users of agents and apps: gatehouse agents nats-conf)", sub)
 		}
 	default:
-		fmt.Fprint(env.stderr, usage)
-		return usageError("unknown %s command %q", cmd, sub)
+		subs := []string{"add", "rotate", "remove", "list"}
+		if class == subject.ClassAgent {
+			subs = append(subs, "nats-conf")
+		}
+		return unknownSubcommand(cmd, sub, subs...)
 	}
 	pos, err := fs.parse(args[1:])
 	if err != nil {
@@ -244,7 +242,7 @@ func listIdentities(env *cliEnv, dataDir string, reg *identity.Registry, class s
 		}
 	}
 	if asJSON {
-		return json.NewEncoder(env.stdout).Encode(rows)
+		return printJSON(env, rows)
 	}
 	if len(rows) == 0 {
 		fmt.Fprintf(env.stdout, "No %s registered in %s. Add one: gatehouse %ss add NAME\n", class, identity.Path(dataDir), class)

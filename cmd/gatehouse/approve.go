@@ -2,9 +2,8 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -23,14 +22,14 @@ const approveUsage = `Usage:
 
 The deployment backend's side of approvals, at a terminal: read the queue,
 and approve, refuse or reconcile with an assertion signed by the backend's
-Ed25519 private key (base64 seed or PEM 'ED25519 PRIVATE KEY') over the
-request's exact action. The broker verifies it against --approval-key.
-Exit status: 0 done, 1 refused by the broker (not allowed, already decided),
-2 usage.
+private key over the request's exact action; the broker verifies it
+against serve --approval-key. Make the pair with 'gatehouse keygen --out
+backend.key': backend.key goes to --key here, backend.pub to serve
+--approval-key.
 `
 
 func cmdApprove(ctx context.Context, env *cliEnv, args []string) error {
-	if done, err := subcommandHelp(env, args, approveUsage, "--help", "-h"); done {
+	if done, err := subcommandHelp(env, args, "approve", approveUsage); done {
 		return err
 	}
 	var (
@@ -43,13 +42,16 @@ func cmdApprove(ctx context.Context, env *cliEnv, args []string) error {
 		happened                         bool
 	)
 	sub := args[0]
+	if !slices.Contains([]string{"list", "show", "approve", "refuse", "reconcile"}, sub) {
+		return unknownSubcommand("approve", sub, "list", "show", "approve", "refuse", "reconcile")
+	}
 	fs := newEnvFlags(env, "approve "+sub, approveUsage)
 	cf.register(fs)
 	cf.registerApp(fs)
 	fs.Var(&states, "state", "list: only these states (pending, approved, refused, claimed, settled, outcome_unknown, reconciled, reopened)")
 	fs.StringVar(&tenant, "tenant", "", "list: only this tenant")
 	fs.IntVar(&limit, "limit", 0, "list: at most this many, newest first")
-	fs.stringVar(&key, "key", "", "the backend's Ed25519 private key file signing the assertion")
+	fs.stringVar(&key, "key", "", "the backend's private key file signing the assertion (gatehouse keygen --out backend.key; serve --approval-key takes backend.pub)")
 	fs.StringVar(&approver, "approver", "", "who decides (never the agent or the person the work is for)")
 	fs.Var(&roles, "role", "the approver's roles")
 	fs.StringVar(&assurance, "assurance", "mfa", "how the backend authenticated the approver: password, mfa, webauthn")
@@ -71,12 +73,13 @@ func cmdApprove(ctx context.Context, env *cliEnv, args []string) error {
 	}
 	show := func(rep *broker.ApprovalReply) error {
 		if cf.json {
-			enc := json.NewEncoder(env.stdout)
-			enc.SetIndent("", "  ")
-			_ = enc.Encode(rep)
+			_ = printJSON(env, rep)
 		} else {
 			for _, r := range append(rep.Requests, derefReq(rep.Request)...) {
 				printRequest(env, &r, rep.Request != nil)
+			}
+			if sub == "list" && len(rep.Requests) == 0 && rep.Error == nil {
+				fmt.Fprintln(env.stdout, noRequests(states, tenant))
 			}
 		}
 		if rep.Error != nil {
@@ -122,11 +125,7 @@ func cmdApprove(ctx context.Context, env *cliEnv, args []string) error {
 		if key == "" || approver == "" {
 			return usageError("--key and --approver are required")
 		}
-		raw, err := os.ReadFile(key)
-		if err != nil {
-			return usageError("--key: %v", err)
-		}
-		priv, err := approval.ParsePrivateKey(raw)
+		priv, err := loadPrivateKeyFile(key, nil)
 		if err != nil {
 			return usageError("--key: %v", err)
 		}
@@ -152,7 +151,7 @@ func cmdApprove(ctx context.Context, env *cliEnv, args []string) error {
 		}
 		return show(rep)
 	}
-	return usageError("unknown approve command %q (list, show, approve, refuse, reconcile)", sub)
+	return unknownSubcommand("approve", sub, "list", "show", "approve", "refuse", "reconcile")
 }
 
 func derefReq(r *approval.Request) []approval.Request {
@@ -180,4 +179,17 @@ func printRequest(env *cliEnv, r *approval.Request, full bool) {
 	if rc := r.Reconciled; rc != nil {
 		fmt.Fprintf(env.stdout, "  reconciled: happened=%v by %s %s\n", rc.Happened, rc.By, rc.Reason)
 	}
+}
+
+// noRequests says what an empty list means: nothing in the states asked
+// for (pending and reopened by default), or nothing at all.
+func noRequests(states []string, tenant string) string {
+	what := "no approval requests"
+	if len(states) > 0 {
+		what += " in state " + strings.Join(states, ", ")
+	}
+	if tenant != "" {
+		what += " for tenant " + tenant
+	}
+	return what
 }

@@ -93,15 +93,17 @@ Commands:
   sandbox   self-test the sandbox tiers on this machine (sandbox check)
   version   print the version
 
-Run 'gatehouse <command> --help' for a command's flags.
+Run 'gatehouse <command> --help' (or 'gatehouse help <command>') for a
+command's flags, examples and exit statuses. Every command that reports
+takes --json: one JSON object on one line, snake_case fields.
 `
 
 func run(ctx context.Context, args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) error {
+	env := &cliEnv{getenv: getenv, stdin: stdin, stdout: stdout, stderr: stderr}
 	if len(args) == 0 {
-		fmt.Fprint(stderr, topUsage)
+		renderHelp(stderr, "gatehouse", topUsage, nil)
 		return &exitError{code: exitUsage}
 	}
-	env := &cliEnv{getenv: getenv, stdin: stdin, stdout: stdout, stderr: stderr}
 	switch cmd, rest := args[0], args[1:]; cmd {
 	case "serve":
 		return cmdServe(ctx, env, rest)
@@ -140,18 +142,40 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 	case "sandbox":
 		return cmdSandbox(ctx, env, rest)
 	case "version", "--version":
-		fmt.Fprintln(stdout, "gatehouse", version)
-		return nil
+		return cmdVersion(env, rest)
 	case "help", "-h", "--help":
-		fmt.Fprint(stdout, topUsage)
+		if len(rest) > 0 && cmd == "help" {
+			return run(ctx, append(rest, "--help"), getenv, stdin, stdout, stderr) // gatehouse help CMD [SUB]
+		}
+		renderHelp(stdout, "gatehouse", topUsage, nil)
 		return nil
 	default:
-		fmt.Fprint(stderr, topUsage)
-		return usageError("unknown command %q", cmd)
+		return usageError("unknown command %q\nRun 'gatehouse --help' for the list of commands.", cmd)
 	}
 }
 
 const version = "0.1.0"
+
+const versionUsage = `Usage: gatehouse version [--json]
+
+Prints the version of this binary.
+`
+
+func cmdVersion(env *cliEnv, args []string) error {
+	var asJSON bool
+	fs := newFlags(env, "version", versionUsage)
+	fs.BoolVar(&asJSON, "json", false, "print the version as JSON")
+	if _, err := parse(env, fs, args); err != nil {
+		return err
+	}
+	if asJSON {
+		return printJSON(env, struct {
+			Version string `json:"version"`
+		}{version})
+	}
+	fmt.Fprintln(env.stdout, "gatehouse", version)
+	return nil
+}
 
 // cliEnv is what a subcommand may touch of the outside world.
 type cliEnv struct {

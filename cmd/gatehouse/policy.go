@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -21,18 +20,14 @@ Every suggested rule was checked: it loads, and in strict mode it lets the
 recorded effect through (or holds it for a reviewer's approval).
 
 The same review is on the dashboard's Policy review page.
-
-Exit status: 0 nothing strict mode would refuse, 1 findings listed,
-2 unusable input.
 `
 
 func cmdPolicy(_ context.Context, env *cliEnv, args []string) error {
-	if done, err := subcommandHelp(env, args, policyUsage, "-h", "--help", "help"); done {
+	if done, err := subcommandHelp(env, args, "policy", policyUsage); done {
 		return err
 	}
 	if args[0] != "review" {
-		fmt.Fprint(env.stderr, policyUsage)
-		return usageError("unknown policy command %q", args[0])
+		return unknownSubcommand("policy", args[0], "review")
 	}
 	var (
 		dataDir string
@@ -57,9 +52,7 @@ func cmdPolicy(_ context.Context, env *cliEnv, args []string) error {
 		return err
 	}
 	if asJSON {
-		enc := json.NewEncoder(env.stdout)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(rep); err != nil {
+		if err := printJSON(env, rep); err != nil {
 			return err
 		}
 	} else {

@@ -93,6 +93,7 @@ func (c *serveConfig) journalDir() string { return filepath.Join(c.dataDir, "jou
 
 func serveFlags(env *cliEnv, c *serveConfig) *flagSet {
 	fs := newEnvFlags(env, "serve", serveUsage)
+	fs.envAll = true // every flag, as GATEHOUSE_<NAME>
 	fs.stringVar(&c.dataDir, "data-dir", ".gatehouse", "where the journal, the embedded NATS store and credentials live")
 	fs.stringVar(&c.natsURL, "nats-url", "", "use this NATS (with JetStream) instead of the embedded server")
 	fs.stringVar(&c.natsCreds, "nats-creds", "", "nkey seed file for --nats-url")
@@ -130,6 +131,9 @@ func cmdServe(ctx context.Context, env *cliEnv, args []string) error {
 	if _, err := fs.parse(args); err != nil {
 		return err
 	}
+	if err := c.validate(env); err != nil { // servecheck.go: before anything starts
+		return err
+	}
 	mode, err := policy.ParseMode(c.mode)
 	if err != nil {
 		return usageError("--mode: %v", err)
@@ -141,6 +145,11 @@ func cmdServe(ctx context.Context, env *cliEnv, args []string) error {
 	if err != nil {
 		return err
 	}
+	release, err := c.claimDataDir() // no other serve here (before touching it), the ports free
+	if err != nil {
+		return err
+	}
+	defer release()
 	if c.dataDir, err = secureDataDir(c.dataDir, log); err != nil {
 		return err // before anything is written into it
 	}
@@ -273,7 +282,7 @@ func cmdServe(ctx context.Context, env *cliEnv, args []string) error {
 		return err
 	}
 	defer stopIdentities()
-	svc, err := broker.Serve(rc, b, broker.ServiceConfig{})
+	svc, err := broker.Serve(rc, b, broker.ServiceConfig{Status: instanceStatus(ns, pols)})
 	if err != nil {
 		return err
 	}

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 
@@ -33,8 +32,6 @@ usable: pass every key file); --checkpoint FILE or --witness URL with
 --log-key (and --witness-key) checks the head log against a witnessed
 checkpoint, catching a rewrite of the whole journal (checkpoint-mismatch)
 and a rolled-back one (rolled-back).
-
-Exit status: 0 intact, 1 tampering found, 2 unusable input.
 `
 
 func cmdVerify(ctx context.Context, env *cliEnv, args []string) error {
@@ -77,12 +74,12 @@ func cmdVerify(ctx context.Context, env *cliEnv, args []string) error {
 	}
 	if err != nil {
 		if asJSON {
-			_ = json.NewEncoder(env.stdout).Encode(map[string]any{"dir": dir, "ok": false, "error": err.Error()})
+			_ = printJSON(env, map[string]any{"dir": dir, "ok": false, "error": err.Error()})
 		}
 		return &exitError{code: exitUsage, err: fmt.Errorf("verify %s: %w", dir, err)}
 	}
 	if asJSON {
-		if err := json.NewEncoder(env.stdout).Encode(rep); err != nil {
+		if err := printJSON(env, rep); err != nil {
 			return err
 		}
 	} else {
@@ -113,12 +110,12 @@ func verifyExport(env *cliEnv, dir string, asJSON bool, opts evidence.VerifyOpti
 	rep, err := evidence.VerifyExportWith(dir, opts)
 	if err != nil {
 		if asJSON {
-			_ = json.NewEncoder(env.stdout).Encode(map[string]any{"dir": dir, "ok": false, "error": err.Error()})
+			_ = printJSON(env, map[string]any{"dir": dir, "ok": false, "error": err.Error()})
 		}
 		return &exitError{code: exitUsage, err: fmt.Errorf("verify --export %s: %w", dir, err)}
 	}
 	if asJSON {
-		if err := json.NewEncoder(env.stdout).Encode(rep); err != nil {
+		if err := printJSON(env, rep); err != nil {
 			return err
 		}
 	} else {

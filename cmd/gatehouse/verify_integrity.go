@@ -3,7 +3,8 @@ package main
 import (
 	"context"
 	"os"
-	"strings"
+
+	"golang.org/x/mod/sumdb/note"
 
 	"github.com/gatehouse/gatehouse/broker/evidence"
 	"github.com/gatehouse/gatehouse/broker/journal"
@@ -22,11 +23,11 @@ type verifyIntegrity struct {
 }
 
 func (v *verifyIntegrity) register(fs *flagSet) {
-	fs.Var(&v.trusted, "trusted-key", "a file of trusted public keys (hex or base64, one a line): every signed event must verify under one of them; repeatable, so keys from before a rotation stay usable")
+	fs.Var(&v.trusted, "trusted-key", "a trusted public key: the .pub file gatehouse keygen wrote, a file of keys (PEM, hex or base64, one a line) or the key itself; every signed event must verify under one of them; repeatable, so keys from before a rotation stay usable")
 	fs.BoolVar(&v.require, "require-signatures", false, "report every unsigned event (unsigned-event)")
 	fs.Var(&v.checkpoints, "checkpoint", "a signed checkpoint file to check the head log against (needs --log-key); repeatable")
-	fs.StringVar(&v.logKey, "log-key", "", "the log's verifier key (origin+hash+base64) or a file holding it")
-	fs.Var(&v.witnessKeys, "witness-key", "a witness's verifier key, or a file holding it; checkpoints must carry its cosignature; repeatable")
+	fs.StringVar(&v.logKey, "log-key", "", "the log's verifier key (origin+hash+base64), or the .pub file gatehouse keygen --log-origin wrote")
+	fs.Var(&v.witnessKeys, "witness-key", "a witness's verifier key, or the .pub file gatehouse keygen --witness-name wrote; checkpoints must carry its cosignature; repeatable")
 	fs.Var(&v.witnesses, "witness", "fetch the latest checkpoint this witness cosigned for the log (by URL) and check against it; repeatable")
 	fs.IntVar(&v.quorum, "witness-quorum", 0, "how many of the --witness-key witnesses must have cosigned (default: all)")
 }
@@ -44,7 +45,7 @@ type cpText struct {
 func (v *verifyIntegrity) verify(ctx context.Context, dir string) (*journal.Report, error) {
 	var opts journal.VerifyOptions
 	if len(v.trusted) > 0 {
-		keys, err := journal.LoadTrustedKeys(v.trusted...)
+		keys, err := loadTrustedKeys(v.trusted...)
 		if err != nil {
 			return nil, usageError("--trusted-key: %v", err)
 		}
@@ -117,7 +118,7 @@ func (v *verifyIntegrity) exportOptions() (evidence.VerifyOptions, error) {
 		return opts, usageError("--export checks the checkpoint the export carries (proofs/checkpoint): give --log-key and --witness-key, not --checkpoint or --witness")
 	}
 	if len(v.trusted) > 0 {
-		keys, err := journal.LoadTrustedKeys(v.trusted...)
+		keys, err := loadTrustedKeys(v.trusted...)
 		if err != nil {
 			return opts, usageError("--trusted-key: %v", err)
 		}
@@ -143,13 +144,13 @@ func (v *verifyIntegrity) exportOptions() (evidence.VerifyOptions, error) {
 
 func (v *verifyIntegrity) checkpointKeys() (journal.CheckpointKeys, error) {
 	var k journal.CheckpointKeys
-	lv, err := journal.NewNoteVerifier(keyOrFile(v.logKey))
+	lv, err := noteVerifierArg(v.logKey, false)
 	if err != nil {
 		return k, usageError("--log-key: %v", err)
 	}
 	k.Log, k.Quorum = lv, v.quorum
 	for _, w := range v.witnessKeys {
-		wv, err := journal.NewNoteVerifier(keyOrFile(w))
+		wv, err := noteVerifierArg(w, true)
 		if err != nil {
 			return k, usageError("--witness-key: %v", err)
 		}
@@ -161,11 +162,12 @@ func (v *verifyIntegrity) checkpointKeys() (journal.CheckpointKeys, error) {
 	return k, nil
 }
 
-// keyOrFile returns s, or the first line of the file s names.
-func keyOrFile(s string) string {
-	if b, err := os.ReadFile(s); err == nil {
-		first, _, _ := strings.Cut(strings.TrimSpace(string(b)), "\n")
-		return first
+// noteVerifierArg is the verifier a --log-key (witness false) or
+// --witness-key names: the key, or a .pub file keygen wrote.
+func noteVerifierArg(arg string, witness bool) (note.Verifier, error) {
+	text, err := verifierKeyArg(arg, witness)
+	if err != nil {
+		return nil, err
 	}
-	return s
+	return journal.NewNoteVerifier(text)
 }

@@ -94,7 +94,7 @@ it) and to the application that opened it (only it may close it).
 `
 
 func cmdWork(ctx context.Context, env *cliEnv, args []string) error {
-	if done, err := subcommandHelp(env, args, workUsage, "--help", "-h"); done {
+	if done, err := subcommandHelp(env, args, "work", workUsage); done {
 		return err
 	}
 	switch args[0] {
@@ -103,7 +103,7 @@ func cmdWork(ctx context.Context, env *cliEnv, args []string) error {
 	case "close":
 		return cmdWorkClose(ctx, env, args[1:])
 	}
-	return usageError("unknown work command %q (open or close)", args[0])
+	return unknownSubcommand("work", args[0], "open", "close")
 }
 
 func cmdWorkOpen(ctx context.Context, env *cliEnv, args []string) error {
@@ -166,7 +166,7 @@ func cmdWorkOpen(ctx context.Context, env *cliEnv, args []string) error {
 		return err
 	}
 	if cf.json {
-		return json.NewEncoder(env.stdout).Encode(map[string]string{"run": run})
+		return printJSON(env, map[string]string{"run": run})
 	}
 	fmt.Fprintln(env.stdout, run)
 	return nil
@@ -206,7 +206,7 @@ func cmdWorkClose(ctx context.Context, env *cliEnv, args []string) error {
 		return err
 	}
 	if cf.json {
-		return json.NewEncoder(env.stdout).Encode(map[string]string{"run": pos[0], "status": "closed"})
+		return printJSON(env, map[string]string{"run": pos[0], "status": "closed"})
 	}
 	fmt.Fprintln(env.stdout, "closed", pos[0])
 	return nil
@@ -217,24 +217,17 @@ const effectUsage = `Usage:
   gatehouse effect output --run RUN [--status ok] [--result JSON]
 
 An agent's side: propose one effect for a run and print the decision and,
-if it happened, the outcome. Exit status: 0 allowed, 1 refused or failed,
-2 bad usage, 3 held for a person's approval.
+if it happened, the outcome.
 `
 
 // exitHeld is effect's exit status for an effect held for approval.
 const exitHeld = 3
 
 func cmdEffect(ctx context.Context, env *cliEnv, args []string) error {
-	if len(args) == 0 || strings.HasPrefix(args[0], "-") {
-		fs := newEnvFlags(env, "effect", effectUsage)
-		_, err := fs.parse(args)
-		if err != nil {
-			return err
-		}
-		fs.Usage()
-		return usageError("name a sink (for example: gatehouse effect output --run RUN --result '{}')")
+	var sinkName string
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		sinkName, args = args[0], args[1:]
 	}
-	sink := policy.Sink(args[0])
 	var (
 		cf     connFlags
 		req    broker.EffectRequest
@@ -243,7 +236,7 @@ func cmdEffect(ctx context.Context, env *cliEnv, args []string) error {
 		result string
 		origin string
 	)
-	fs := newEnvFlags(env, "effect "+args[0], effectUsage)
+	fs := newEnvFlags(env, "effect", effectUsage)
 	cf.register(fs)
 	fs.StringVar(&req.Run, "run", "", "the run id the application opened (required)")
 	fs.StringVar(&req.Action, "action", "", "the sink's action (output: deliver)")
@@ -253,17 +246,24 @@ func cmdEffect(ctx context.Context, env *cliEnv, args []string) error {
 	fs.StringVar(&cf.agent, "agent", "", "connect as this named agent, with its own credential (gatehouse agents add, serve --agents)")
 	fs.StringVar(&status, "status", "ok", "output: the step's status")
 	fs.StringVar(&result, "result", "", "output: the step's result as JSON")
-	pos, err := fs.parse(args[1:])
+	pos, err := fs.parse(args)
 	if err != nil {
 		return err
 	}
+	if sinkName == "" && len(pos) > 0 {
+		sinkName, pos = pos[0], pos[1:]
+	}
+	if sinkName == "" {
+		return usageHint("effect", "name a sink: gatehouse effect SINK --run RUN [--action A] [--params JSON]")
+	}
+	sink := policy.Sink(sinkName)
 	if req.Run == "" && len(pos) == 1 {
 		req.Run = pos[0]
 	} else if len(pos) > 0 {
 		return usageError("unexpected arguments: %s", strings.Join(pos, " "))
 	}
 	if req.Run == "" {
-		return usageError("--run is required")
+		return usageHint("effect", "--run is required: the run id 'gatehouse work open' printed")
 	}
 	req.Origin = policy.Origin(origin)
 	if sink == policy.SinkOutput {
@@ -303,28 +303,14 @@ func cmdEffect(ctx context.Context, env *cliEnv, args []string) error {
 		return err
 	}
 	if cf.json {
-		if jerr := json.NewEncoder(env.stdout).Encode(reply); jerr != nil {
+		if jerr := printJSON(env, reply); jerr != nil {
 			return jerr
 		}
 	} else {
 		printEffect(env, reply)
+		printEffectResult(env, reply)
 	}
-	switch {
-	case reply.Decision != nil && reply.Decision.Outcome == "held":
-		// Held for a person: the reply's APPROVAL_REQUIRED error is the
-		// news, not a failure.
-		return &exitError{code: exitHeld}
-	case err != nil:
-		if cf.json {
-			return &exitError{code: exitFindings}
-		}
-		return err
-	case reply.Decision == nil:
-		return &exitError{code: exitFindings}
-	case reply.Decision.Outcome != "allowed":
-		return &exitError{code: exitFindings}
-	}
-	return nil
+	return effectExit(env, reply, err, cf.json)
 }
 
 func printEffect(env *cliEnv, r *broker.EffectReply) {

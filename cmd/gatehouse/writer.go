@@ -34,6 +34,7 @@ func cmdWriter(ctx context.Context, env *cliEnv, args []string) error {
 	var integrity integrityFlags
 	var replicas int
 	fs := newEnvFlags(env, "writer", writerUsage)
+	fs.envAll = true
 	fs.stringVar(&natsURL, "nats-url", "", "NATS with JetStream (required)")
 	fs.stringVar(&creds, "nats-creds", "", "nkey seed file")
 	fs.stringVar(&dir, "journal-dir", ".gatehouse/journal", "the journal directory")
