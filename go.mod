@@ -8,6 +8,7 @@ require (
 	github.com/bmatcuk/doublestar/v4 v4.10.4
 	github.com/cockroachdb/apd/v3 v3.2.3
 	github.com/elastic/go-seccomp-bpf v1.6.0
+	github.com/google/jsonschema-go v0.4.3
 	github.com/gowebpki/jcs v1.0.2
 	github.com/jellydator/ttlcache/v3 v3.4.1
 	github.com/labstack/echo/v4 v4.16.0

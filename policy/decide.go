@@ -132,9 +132,9 @@ func (d *decider) who() string {
 }
 
 // system is what a mandate's Systems names: the provider for a provider
-// call, else the sink.
+// call, the upstream server for an MCP tool call, else the sink.
 func (d *decider) system() string {
-	if d.in.Effect.Sink == SinkProvider {
+	if d.in.Effect.Sink == SinkProvider || d.in.Effect.Sink == SinkMCP {
 		return d.in.Effect.Provider
 	}
 	return string(d.in.Effect.Sink)

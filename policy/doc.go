@@ -38,8 +38,9 @@
 //     outside-mandate finding: the mandate has expired (Now is at or after a
 //     non-zero ExpiresAt, or Now is zero and the mandate has an expiry, which
 //     cannot be checked and so counts as expired); Systems is not empty and
-//     lacks the effect's system (Effect.Provider for a provider call, else
-//     the sink's name, e.g. "output"); Effects is not empty and lacks the
+//     lacks the effect's system (Effect.Provider for a provider call and
+//     for an MCP tool call, where it is the upstream server's name, else the
+//     sink's name, e.g. "output"); Effects is not empty and lacks the
 //     effect's class; Scopes is not empty and lacks a scope the effect
 //     requires (step 2).
 //  2. Scopes (the rules file's scopes.require; enforced in report and

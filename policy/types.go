@@ -30,6 +30,10 @@ const (
 	SinkOutput    Sink = "output"
 	SinkProvider  Sink = "provider"
 	SinkBrowser   Sink = "browser"
+	// SinkMCP is a tool call forwarded to an upstream MCP server; its
+	// Provider is the server's name (the mandate's system), Target and Tool
+	// "<server>/<tool>".
+	SinkMCP Sink = "mcp"
 )
 
 // Origin says where the code proposing an effect came from.

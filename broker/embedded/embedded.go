@@ -204,7 +204,7 @@ func agentPermissions(agent string) *server.Permissions {
 	}
 	return &server.Permissions{
 		Publish: &server.SubjectPermission{Allow: []string{
-			subject.EffectAll,
+			subject.EffectAll, subject.ToolsList, subject.ToolsWait,
 			"$JS.API.CONSUMER.INFO." + subject.PeerStream + "." + consumer,
 			"$JS.API.CONSUMER.MSG.NEXT." + subject.PeerStream + "." + consumer,
 			"$JS.ACK." + subject.PeerStream + "." + consumer + ".>",

@@ -48,6 +48,18 @@ const (
 	QueueGroup = "gatehouse-brokers"
 )
 
+// Tools. An agent (agent credentials) asks which tools it may be offered
+// for a run, and waits for a person to decide an effect held for approval;
+// neither decides nor records anything. Gatehouse's MCP server uses both.
+const (
+	// ToolsList takes {"run"} and replies with the run's tools (see
+	// broker.ToolsRequest).
+	ToolsList = Prefix + ".tools.list"
+	// ToolsWait takes {"run", "approval", "timeout_ms"} and replies once a
+	// person decided the run's approval request, or the wait ended.
+	ToolsWait = Prefix + ".tools.wait"
+)
+
 // Effect returns the subject agents request an effect of sink on.
 func Effect(s policy.Sink) string { return EffectPrefix + "." + string(s) }
 
