@@ -34,16 +34,16 @@ func (s *Sink) Actions() []broker.Action {
 		Sink: policy.SinkMemory, Name: ActionGet, Title: "Recall a memory",
 		Description: "Read a memory back by its key. The reply says whether it was found and carries its value, kind " +
 			"and when it was last updated.",
-		Params: KeyParams{},
-		Fields: map[string]string{"key": keyField, "visibility": visibilityField},
+		Params:  KeyParams{},
+		Fields:  map[string]string{"key": keyField, "visibility": visibilityField},
 		Mutates: false, Class: policy.EffectRead, System: string(policy.SinkMemory),
 		Examples: []json.RawMessage{json.RawMessage(`{"key": "tz", "visibility": "shared"}`)},
 	}, {
 		Sink: policy.SinkMemory, Name: ActionDelete, Title: "Forget a memory",
 		Description: "Delete a memory by its key. The reply says whether it existed. Decided as a destructive effect.",
-		Params: KeyParams{},
-		Fields: map[string]string{"key": keyField, "visibility": visibilityField},
-		Mutates: true, Class: policy.EffectDestructive, System: string(policy.SinkMemory),
+		Params:      KeyParams{},
+		Fields:      map[string]string{"key": keyField, "visibility": visibilityField},
+		Mutates:     true, Class: policy.EffectDestructive, System: string(policy.SinkMemory),
 		Examples: []json.RawMessage{json.RawMessage(`{"key": "tz", "visibility": "private"}`)},
 	}}
 }
