@@ -274,3 +274,6 @@ func (s *Service) addTools(add func(name, subj string, h func(context.Context, m
 		respond(r, rep)
 	})
 }
+
+// LookupRun returns the run's record (ErrUnknownRun, ErrRunStore).
+func (b *Broker) LookupRun(ctx context.Context, id string) (*Run, error) { return b.runs.Get(ctx, id) }

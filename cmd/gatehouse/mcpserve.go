@@ -1,0 +1,60 @@
+package main
+
+import (
+	"context"
+	"log/slog"
+	"path/filepath"
+	"time"
+
+	"github.com/gatehouse/gatehouse/broker"
+	"github.com/gatehouse/gatehouse/broker/client"
+	"github.com/gatehouse/gatehouse/broker/embedded"
+)
+
+// mcpFlags are serve's MCP flags: the streamable HTTP transport agents
+// reach Gatehouse on, and the catalogue of upstream MCP servers.
+type mcpFlags struct {
+	httpAddr string
+	wait     time.Duration
+	servers  string
+}
+
+func (m *mcpFlags) register(fs *flagSet) {
+	fs.stringVar(&m.httpAddr, "mcp-http", "", "serve Gatehouse to agents as an MCP server (streamable HTTP) on this address, e.g. 127.0.0.1:8090; each named agent (--agents) authenticates with its token (DATA_DIR/mcp/tokens)")
+	fs.DurationVar(&m.wait, "mcp-approval-wait", 10*time.Minute, "how long an MCP call held for approval waits for a person when the client sent a progress token (0: never)")
+	fs.stringVar(&m.servers, "mcp-servers", "", "catalogue of upstream MCP servers (YAML or JSON) agents call through Gatehouse (sink mcp); tool lists pinned in DATA_DIR/mcp/pins")
+}
+
+// startHTTP starts the streamable HTTP transport when --mcp-http is set
+// (nil otherwise). Agents' connections are dialed in process on the
+// embedded server, else on natsURL with their credentials under the data
+// dir.
+func (m *mcpFlags) startHTTP(c *serveConfig, ns *embedded.Server, natsURL string, b *broker.Broker, log *slog.Logger) (*mcpHTTP, error) {
+	if m.httpAddr == "" {
+		return nil, nil
+	}
+	toks, err := loadMCPTokens(c.dataDir, c.agents)
+	if err != nil {
+		return nil, err
+	}
+	dial := func(agent string) (*client.Client, error) {
+		if ns != nil {
+			nc, err := ns.ConnectAgent(agent)
+			if err != nil {
+				return nil, err
+			}
+			return client.Own(nc), nil
+		}
+		return client.DialAgent(natsURL, agent, embedded.AgentCredsPath(filepath.Join(c.dataDir, "nats"), agent))
+	}
+	return startMCPHTTP(m.httpAddr, toks, b.LookupRun, dial, m.wait, log)
+}
+
+func (h *mcpHTTP) stop() {
+	if h == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	h.close(ctx)
+}
