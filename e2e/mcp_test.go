@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/json"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -267,6 +268,85 @@ func TestMCPStdio(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	sess := stdioSession(t, ctx, data, run)
+	exerciseMCP(t, ctx, sess, data, key)
+	_ = sess.Close()
+	checkJournal(t, s, data, run)
+}
+
+// bearer adds an Authorization header to every request.
+type bearer struct {
+	token string
+	next  http.RoundTripper
+}
+
+func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.token)
+	return b.next.RoundTrip(r)
+}
+
+func agentToken(t *testing.T, data, agent string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(data, "mcp", "tokens", agent+".token"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.TrimSpace(string(b))
+}
+
+func httpSession(ctx context.Context, endpoint, token string) (*mcpSession, error) {
+	s := &mcpSession{}
+	tr := &mcp.StreamableClientTransport{Endpoint: endpoint, MaxRetries: -1,
+		HTTPClient: &http.Client{Transport: bearer{token: token, next: http.DefaultTransport}}}
+	cs, err := newMCPClient(s).Connect(ctx, tr, nil)
+	if err != nil {
+		return nil, err
+	}
+	s.ClientSession = cs
+	return s, nil
+}
+
+// TestMCPStreamableHTTP: the same story over serve's streamable HTTP
+// transport, the session authenticated by bob's token; alice's token, no
+// token, and a run not opened for bob open no session.
+func TestMCPStreamableHTTP(t *testing.T) {
+	data := t.TempDir()
+	flags, key := mcpFiles(t, data, "")
+	flags = append(flags, "--agents", "alice", "--mcp-http", "127.0.0.1:0")
+	s := serve(t, data, flags...)
+	if s.ep.MCP == "" {
+		t.Fatalf("endpoints.json names no MCP endpoint:\n%s", s.out)
+	}
+	run := strings.TrimSpace(gh(t, "work", "open", "--data-dir", data, "--tenant", "acme", "--person", "ada", "--agent", "bob").stdout)
+	other := strings.TrimSpace(gh(t, "work", "open", "--data-dir", data, "--tenant", "acme", "--person", "ada").stdout)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+
+	for name, c := range map[string]struct{ run, token string }{
+		"alice's token on bob's run": {run, agentToken(t, data, "alice")},
+		"no token":                   {run, ""},
+		"a forged token":             {run, "ghmcp_" + strings.Repeat("A", 43)},
+		"a run opened for no agent":  {other, agentToken(t, data, "bob")},
+	} {
+		if sess, err := httpSession(ctx, s.ep.MCP+"?run="+c.run, c.token); err == nil {
+			_ = sess.Close()
+			t.Errorf("%s: a session opened", name)
+		}
+	}
+	req, _ := http.NewRequest("POST", s.ep.MCP+"?run="+run, strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}`))
+	req.Header.Set("Authorization", "Bearer "+agentToken(t, data, "alice"))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != http.StatusForbidden {
+		t.Fatalf("alice on bob's run: %v %v", err, resp)
+	} else {
+		resp.Body.Close()
+	}
+
+	sess, err := httpSession(ctx, s.ep.MCP+"?run="+run, agentToken(t, data, "bob"))
+	if err != nil {
+		t.Fatal(err)
+	}
 	exerciseMCP(t, ctx, sess, data, key)
 	_ = sess.Close()
 	checkJournal(t, s, data, run)
