@@ -70,6 +70,10 @@ type Action struct {
 	// ArgumentsField. Empty: the arguments are the params.
 	Bind           json.RawMessage
 	ArgumentsField string
+	// Unlisted actions are described (for the params reference and
+	// sinktest.CheckActions) but not offered as tools: the mcp sink's
+	// generic call, offered instead as one tool per upstream tool.
+	Unlisted bool
 }
 
 // ToolName is the name agent cards match for the action.

@@ -131,7 +131,7 @@ func (b *Broker) Tools(ctx context.Context, runID string) ([]ToolInfo, error) {
 	now := b.now()
 	out := []ToolInfo{}
 	for _, a := range DescribedActions(sinks) {
-		if b.mode != policy.ModeOff && !couldAllow(pol, run, &a, now) {
+		if a.Unlisted || b.mode != policy.ModeOff && !couldAllow(pol, run, &a, now) {
 			continue
 		}
 		s, err := a.Schema()

@@ -51,7 +51,7 @@ approvals:
 agents:
   - name: bob
     allowed_tools: ["output.*", "memory.*", "artifact.*"`+extra+`]
-    blocked_tools: ["memory.delete"]
+    blocked_tools: ["memory.delete", "*/delete_note"]
 `)}, key
 }
 

@@ -97,6 +97,12 @@
 // other than PageHost (compared ignoring case; an empty
 // PageHost matches no host).
 //
+// MCP tool calls (sink mcp): ungrounded as for provider calls, when the
+// grounding rule that matched the call has failures; tool-changed when Effect.Unpinned is set, the
+// upstream tool's name, description or schemas differing from its pin (or
+// never pinned). It is enforced in report mode too: what a tool does must
+// not change under the operator, whatever the mode.
+//
 // Rule is the refusal's own name for built-ins, "mandate", "mandate.<field>"
 // for the mandate, "scope:<scope>" for scopes, "policy" or "mode" for an
 // unusable policy or mode.

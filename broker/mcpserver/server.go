@@ -18,6 +18,8 @@
 //
 //   - allowed, performed: the sink's result as text (JSON), and the whole
 //     reply (run, effect, decision, outcome, result) as structured content;
+//     for an upstream MCP tool, the upstream server's own result (content,
+//     structured content, isError), with the decision in _meta "gatehouse";
 //   - refused: a tool error (isError) whose text names the refusal, the
 //     rule, whether it was enforced, each reason's detail (which says what
 //     to do) and the error code, so the model can change course;
@@ -58,6 +60,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -101,8 +104,9 @@ type Server struct {
 	srv *mcp.Server
 	log *slog.Logger
 
-	mu    sync.Mutex
-	tools map[string]broker.ToolInfo // by MCP name
+	mu     sync.Mutex
+	tools  map[string]broker.ToolInfo // by MCP name
+	synced atomic.Bool
 }
 
 // New returns a server for cfg. It lists nothing until the first
@@ -130,7 +134,9 @@ func New(cfg Config) (*Server, error) {
 	})
 	s.srv.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
 		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
-			if method == "tools/list" {
+			// A client may call a tool it learnt of before (a tool name
+			// it kept) without listing first: the first call lists too.
+			if method == "tools/list" || method == "tools/call" && !s.synced.Load() {
 				if err := s.Sync(ctx); err != nil {
 					return nil, err
 				}
@@ -174,6 +180,7 @@ func (s *Server) Sync(ctx context.Context) error {
 		s.srv.AddTool(t, s.handler(name))
 	}
 	s.tools = named
+	s.synced.Store(true)
 	return nil
 }
 
@@ -262,8 +269,28 @@ func (s *Server) handler(name string) mcp.ToolHandler {
 		if held(reply) && s.cfg.ApprovalWait > 0 && req.Params.GetProgressToken() != nil {
 			reply, err = s.waitAndPropose(ctx, req, ti.Sink, er, reply)
 		}
+		if ti.Sink == policy.SinkMCP {
+			if res := upstreamResult(reply); res != nil {
+				return res, nil
+			}
+		}
 		return Result(reply, err), nil
 	}
+}
+
+// upstreamResult is, for an allowed upstream MCP tool call, the upstream
+// server's own result, passed through, with Gatehouse's decision in
+// _meta["gatehouse"]; nil for anything else.
+func upstreamResult(r *broker.EffectReply) *mcp.CallToolResult {
+	if r == nil || r.Decision == nil || r.Decision.Outcome != "allowed" || len(r.Result) == 0 {
+		return nil
+	}
+	var res mcp.CallToolResult
+	if err := json.Unmarshal(r.Result, &res); err != nil {
+		return nil
+	}
+	res.Meta = mcp.Meta{"gatehouse": map[string]any{"run": r.Run, "effect": r.Effect, "decision": r.Decision, "outcome": r.Outcome}}
+	return &res
 }
 
 func (s *Server) propose(ctx context.Context, sink policy.Sink, er broker.EffectRequest) (*broker.EffectReply, error) {

@@ -2,13 +2,19 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"path/filepath"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/gatehouse/gatehouse/broker"
 	"github.com/gatehouse/gatehouse/broker/client"
 	"github.com/gatehouse/gatehouse/broker/embedded"
+	"github.com/gatehouse/gatehouse/sandbox"
+	mcpsink "github.com/gatehouse/gatehouse/sinks/mcp"
+	"github.com/gatehouse/gatehouse/sinks/provider"
 )
 
 // mcpFlags are serve's MCP flags: the streamable HTTP transport agents
@@ -57,4 +63,40 @@ func (h *mcpHTTP) stop() {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	h.close(ctx)
+}
+
+// openSink opens the mcp sink when --mcp-servers names a catalogue: pins in
+// DATA_DIR/mcp/pins, stdio servers in the sandbox, people's credentials
+// from --credentials or the credential store, grounding by the provider
+// sink's rules and records (when there is one).
+func (m *mcpFlags) openSink(ctx context.Context, js jetstream.JetStream, c *serveConfig, sb *sandbox.Sandbox, prov *provider.Sink, s *sinkSet, log *slog.Logger) error {
+	if m.servers == "" {
+		return nil
+	}
+	cat, err := mcpsink.LoadCatalogue(m.servers)
+	if err != nil {
+		return fmt.Errorf("--mcp-servers: %w", err)
+	}
+	pins, err := mcpsink.NewPins(filepath.Join(c.dataDir, "mcp", "pins"))
+	if err != nil {
+		return fmt.Errorf("mcp pins: %w", err)
+	}
+	cfg := mcpsink.Config{Catalogue: cat, Pins: pins, Sandbox: sb, Logger: log}
+	if c.credentials != "" {
+		if cfg.Credentials, err = provider.LoadCredentials(c.credentials); err != nil {
+			return fmt.Errorf("--credentials: %w", err)
+		}
+	} else if cfg.Credentials, err = provider.OpenKVCredentials(ctx, js, provider.KVConfig{Replicas: c.replicas}); err != nil {
+		return fmt.Errorf("credential store: %w", err)
+	}
+	if prov != nil {
+		cfg.Grounding = prov
+	}
+	sink, err := mcpsink.New(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	s.closers = append(s.closers, sink.Close)
+	s.sinks = append(s.sinks, sink)
+	return nil
 }

@@ -472,8 +472,14 @@ func openSinks(ctx context.Context, js jetstream.JetStream, c *serveConfig, sb *
 	s.sinks = append(s.sinks, memory.New(mem, memory.Config{}))
 
 	prov, err := openProvider(ctx, js, c, &s.groundingErr, log)
-	if err != nil || prov == nil {
+	if err != nil {
 		return s, err
+	}
+	if err := c.mcp.openSink(ctx, js, c, sb, prov, s, log); err != nil { // mcpserve.go
+		return s, err
+	}
+	if prov == nil {
+		return s, nil
 	}
 	s.closers = append(s.closers, func() error { prov.Close(); return nil })
 	s.sinks = append(s.sinks, prov)
@@ -519,7 +525,7 @@ func openArtifactStore(ctx context.Context, js jetstream.JetStream, c *serveConf
 // (fail closed), the log says why and *groundingErr holds the read error.
 func openProvider(ctx context.Context, js jetstream.JetStream, c *serveConfig, groundingErr *error, log *slog.Logger) (*provider.Sink, error) {
 	if c.providers == "" {
-		if c.grounding != "" || c.credentials != "" {
+		if c.grounding != "" || (c.credentials != "" && c.mcp.servers == "") {
 			return nil, usageError("--grounding and --credentials need --providers")
 		}
 		return nil, nil
