@@ -196,6 +196,7 @@ func (b *Broker) WaitApproval(ctx context.Context, runID, id string, d time.Dura
 	defer cancel()
 	t := time.NewTicker(approvalPoll)
 	defer t.Stop()
+	last := &WaitReply{Run: runID, Approval: id}
 	for {
 		r, err := api.Get(ctx, id)
 		switch {
@@ -206,28 +207,22 @@ func (b *Broker) WaitApproval(ctx context.Context, runID, id string, d time.Dura
 		case err == nil && r.Run != runID:
 			// Never say whether another run's request exists.
 			return nil, fmt.Errorf("%w: %s", ErrUnknownApproval, id)
-		}
-		if err == nil {
-			rep := &WaitReply{Run: runID, Approval: id, State: r.State}
+		case err == nil:
+			last.State = r.State
 			switch r.State {
 			case approval.StatePending, approval.StateReopened:
 			default:
-				rep.Decided = true
-				rep.Approved = r.State == approval.StateApproved
+				last.Decided = true
+				last.Approved = r.State == approval.StateApproved
 				if r.Decision != nil {
-					rep.Reason = r.Decision.Reason
+					last.Reason = r.Decision.Reason
 				}
-				return rep, nil
-			}
-			if ctx.Err() != nil {
-				return rep, nil
+				return last, nil
 			}
 		}
 		select {
 		case <-ctx.Done():
-			if err != nil {
-				return &WaitReply{Run: runID, Approval: id}, nil
-			}
+			return last, nil
 		case <-t.C:
 		}
 	}
