@@ -33,7 +33,12 @@ integrations:
 `), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	c := serveConfig{dataDir: dir, replicas: 1, artifactStore: "objectstore", providers: cat, sandboxTiers: listFlag{"unconfined"}, sandboxUID: 65534}
+	servers := filepath.Join(dir, "mcp-servers.yaml")
+	if err := os.WriteFile(servers, []byte("servers:\n  - {name: files, url: \"http://127.0.0.1:1/mcp\"}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c := serveConfig{dataDir: dir, replicas: 1, artifactStore: "objectstore", providers: cat, sandboxTiers: listFlag{"unconfined"}, sandboxUID: 65534,
+		mcp: mcpFlags{servers: servers}}
 	var set *sinkSet
 	sinktest.Start(t, policy.ModeReport, "", func(t testing.TB, env *sinktest.Env) []broker.Sink {
 		sb := detectSandbox(context.Background(), &c, slog.New(slog.DiscardHandler))
@@ -52,7 +57,7 @@ integrations:
 		t.Run(string(s.Name()), func(t *testing.T) { sinktest.CheckActions(t, s, run) })
 	}
 	for _, want := range []policy.Sink{policy.SinkOutput, policy.SinkCode, policy.SinkProcess, policy.SinkArtifact,
-		policy.SinkWorkspace, policy.SinkMemory, policy.SinkPeer, policy.SinkProvider, policy.SinkBrowser} {
+		policy.SinkWorkspace, policy.SinkMemory, policy.SinkPeer, policy.SinkProvider, policy.SinkBrowser, policy.SinkMCP} {
 		if !seen[want] {
 			t.Errorf("serve runs no %s sink", want)
 		}
