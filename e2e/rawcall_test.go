@@ -62,6 +62,7 @@ var runtimeOwnFuncs = map[string]string{
 	"(*" + module + "/broker.KVRuns).Create":          "the run registry: whom work is for, written when an application opens work",
 	"(*" + module + "/broker.KVRuns).Close":           "the run registry: an application closing work",
 	module + "/cmd/gatehouse.writeEndpoints":          "serve's endpoints file, so the CLI finds the server",
+	module + "/cmd/gatehouse.newMCPToken":             "a named agent's MCP bearer token file (DATA_DIR/mcp/tokens), the operator's own credential store",
 	"(*" + module + "/web.Users).save":                "the dashboard's own user store (users.json), written by 'gatehouse users' and first-run setup",
 	module + "/cmd/gatehouse.cmdServe":                "serve creating its data directory and removing its endpoints file",
 	"(*" + module + "/browser.proxy).dial":            "the browser sink's forward proxy: dials only for requests the broker decided (or plain reads, never decided) and tunnels it allowed",
