@@ -2,9 +2,6 @@ package e2e
 
 import (
 	"context"
-	"crypto/ed25519"
-	"crypto/rand"
-	"encoding/base64"
 	"encoding/json"
 	"net/http"
 	"os"
@@ -25,22 +22,11 @@ import (
 // mcpFiles writes the rules (a deny rule, an approvals rule, bob's card)
 // and the backend's key pair for approving; it returns serve's flags and
 // the private key file.
-func mcpFiles(t *testing.T, dir string, extra string) (flags []string, key string) {
+func mcpFiles(t *testing.T, dir string, extra string) ([]string, string) {
 	t.Helper()
-	write := func(name, text string) string {
-		p := filepath.Join(dir, name)
-		if err := os.WriteFile(p, []byte(text), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
-	pub, priv, err := ed25519.GenerateKey(rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	key = write("backend.key", base64.StdEncoding.EncodeToString(priv.Seed())+"\n")
-	return []string{"--mode", "strict", "--agents", "bob",
-		"--approval-key", write("backend.pub", base64.StdEncoding.EncodeToString(pub)+"\n"),
+	write := inDir(t, dir)
+	pub, key := backendKey(t, write)
+	return []string{"--mode", "strict", "--agents", "bob", "--approval-key", pub,
 		"--policy", write("rules.yaml", `
 effects:
   - {name: no-leaks, decision: deny, match: {sink: output, target: "leak*"}}

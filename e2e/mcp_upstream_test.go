@@ -85,13 +85,7 @@ func TestMCPUpstreamServers(t *testing.T) {
 	if err := os.WriteFile(desc, []byte("Read a note by its name."), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	write := func(name, text string) string {
-		p := filepath.Join(data, name)
-		if err := os.WriteFile(p, []byte(text), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
+	write := inDir(t, data)
 	flags, key := mcpFiles(t, data, `, "provider.*", "notes-*/*"]
     require_approval_for: ["*/publish_note"]
     allowed_delegations: ["nobody"`)
