@@ -335,5 +335,24 @@ func TestMCPStreamableHTTP(t *testing.T) {
 	}
 	exerciseMCP(t, ctx, sess, data, key)
 	_ = sess.Close()
+
+	// A remade token works at once, and the old one no longer does.
+	old := agentToken(t, data, "bob")
+	r := gh(t, "mcp", "token", "bob", "--data-dir", data)
+	if r.code != 0 || strings.TrimSpace(r.stdout) == old {
+		t.Fatalf("mcp token: exit %d %s %s", r.code, r.stdout, r.stderr)
+	}
+	if sess, err := httpSession(ctx, s.ep.MCP+"?run="+run, old); err == nil {
+		_ = sess.Close()
+		t.Fatal("the old token still opens a session")
+	}
+	sess, err = httpSession(ctx, s.ep.MCP+"?run="+run, strings.TrimSpace(r.stdout))
+	if err != nil {
+		t.Fatalf("the new token: %v", err)
+	}
+	if len(toolNames(t, ctx, sess)) == 0 {
+		t.Fatal("no tools with the new token")
+	}
+	_ = sess.Close()
 	checkJournal(t, s, data, run)
 }

@@ -83,17 +83,28 @@ func cmdMCPToken(env *cliEnv, args []string) error {
 		return err
 	}
 	fmt.Fprintf(env.stdout, "%s\n", tok)
-	fmt.Fprintf(env.stderr, "token for agent %s written to %s; a running serve reads it on its next restart. Send it as 'Authorization: Bearer <token>'.\n",
+	fmt.Fprintf(env.stderr, "token for agent %s written to %s (the old one, if any, no longer works). Send it as 'Authorization: Bearer <token>'.\n",
 		pos[0], mcpTokenPath(dataDir, pos[0]))
 	return nil
 }
 
-// mcpTokens maps token digests to agent names.
-type mcpTokens map[[32]byte]string
+// mcpTokens checks bearer tokens against the token files. The folder is
+// read again whenever it changed (a token made, remade or removed with
+// 'gatehouse mcp token' or rm), so a new token works and a removed one
+// stops working on the next request, without a restart. Safe for
+// concurrent use.
+type mcpTokens struct {
+	dir string
+	log *slog.Logger
 
-// loadMCPTokens reads every agent's token, making one for each of agents
-// that has none yet.
-func loadMCPTokens(dataDir string, agents []string) (mcpTokens, error) {
+	mu   sync.Mutex
+	mod  time.Time
+	byID map[[32]byte]string // sha256 of a token to its agent
+}
+
+// loadMCPTokens makes a token for each of agents that has none yet and
+// reads them all.
+func loadMCPTokens(dataDir string, agents []string, log *slog.Logger) (*mcpTokens, error) {
 	for _, a := range agents {
 		if _, err := os.Stat(mcpTokenPath(dataDir, a)); errors.Is(err, os.ErrNotExist) {
 			if _, err := newMCPToken(dataDir, a); err != nil {
@@ -101,38 +112,70 @@ func loadMCPTokens(dataDir string, agents []string) (mcpTokens, error) {
 			}
 		}
 	}
-	ents, err := os.ReadDir(mcpTokenDir(dataDir))
-	if err != nil && !errors.Is(err, os.ErrNotExist) {
+	if err := os.MkdirAll(mcpTokenDir(dataDir), 0o700); err != nil {
 		return nil, err
 	}
-	toks := mcpTokens{}
+	t := &mcpTokens{dir: mcpTokenDir(dataDir), log: log}
+	if err := t.reload(); err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+// reload reads the folder if it changed since the last read. A token file
+// that cannot be read is skipped (and logged): it authenticates nobody.
+func (t *mcpTokens) reload() error {
+	fi, err := os.Stat(t.dir)
+	if err != nil {
+		return err
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if fi.ModTime().Equal(t.mod) && t.byID != nil {
+		return nil
+	}
+	ents, err := os.ReadDir(t.dir)
+	if err != nil {
+		return err
+	}
+	byID := map[[32]byte]string{}
 	for _, e := range ents {
 		agent, ok := strings.CutSuffix(e.Name(), ".token")
 		if !ok || !subject.ValidAgent(agent) {
 			continue
 		}
-		b, err := os.ReadFile(filepath.Join(mcpTokenDir(dataDir), e.Name()))
-		if err != nil {
-			return nil, err
-		}
+		b, err := os.ReadFile(filepath.Join(t.dir, e.Name()))
 		tok := strings.TrimSpace(string(b))
-		if !strings.HasPrefix(tok, mcpTokenPrefix) || len(tok) < len(mcpTokenPrefix)+40 {
-			return nil, fmt.Errorf("%s is not a Gatehouse MCP token; remake it with 'gatehouse mcp token %s'", e.Name(), agent)
+		if err != nil || !strings.HasPrefix(tok, mcpTokenPrefix) || len(tok) < len(mcpTokenPrefix)+40 {
+			t.log.Warn("MCP token file skipped; remake it with 'gatehouse mcp token'", "file", e.Name(), "err", err)
+			continue
 		}
-		toks[sha256.Sum256([]byte(tok))] = agent
+		byID[sha256.Sum256([]byte(tok))] = agent
 	}
-	return toks, nil
+	t.byID, t.mod = byID, fi.ModTime()
+	return nil
 }
 
 // verify is the bearer-token check: the token's agent, or ErrInvalidToken.
-func (t mcpTokens) verify(_ context.Context, token string, _ *http.Request) (*auth.TokenInfo, error) {
+// Tokens are compared by their SHA-256, in constant time.
+func (t *mcpTokens) verify(_ context.Context, token string, _ *http.Request) (*auth.TokenInfo, error) {
+	if err := t.reload(); err != nil {
+		t.log.Error("MCP tokens cannot be read; every session is refused", "err", err)
+		return nil, auth.ErrInvalidToken
+	}
 	sum := sha256.Sum256([]byte(token))
-	for k, agent := range t {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	agent := ""
+	for k, a := range t.byID {
 		if subtle.ConstantTimeCompare(k[:], sum[:]) == 1 {
-			return &auth.TokenInfo{UserID: agent, Expiration: time.Now().Add(time.Hour)}, nil
+			agent = a
 		}
 	}
-	return nil, auth.ErrInvalidToken
+	if agent == "" {
+		return nil, auth.ErrInvalidToken
+	}
+	return &auth.TokenInfo{UserID: agent, Expiration: time.Now().Add(time.Hour)}, nil
 }
 
 // mcpHTTP is the streamable HTTP transport serve runs on --mcp-http.
@@ -148,7 +191,7 @@ type mcpHTTP struct {
 }
 
 // startMCPHTTP listens on addr and serves MCP sessions there until close.
-func startMCPHTTP(addr string, toks mcpTokens, runs func(context.Context, string) (*broker.Run, error),
+func startMCPHTTP(addr string, toks *mcpTokens, runs func(context.Context, string) (*broker.Run, error),
 	dial func(agent string) (*client.Client, error), wait time.Duration, log *slog.Logger) (*mcpHTTP, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {

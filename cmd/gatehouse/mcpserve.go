@@ -39,7 +39,7 @@ func (m *mcpFlags) startHTTP(c *serveConfig, ns *embedded.Server, natsURL string
 	if m.httpAddr == "" {
 		return nil, nil
 	}
-	toks, err := loadMCPTokens(c.dataDir, c.agents)
+	toks, err := loadMCPTokens(c.dataDir, c.agents, log)
 	if err != nil {
 		return nil, err
 	}
