@@ -37,7 +37,7 @@ integrations:
 	if err := os.WriteFile(servers, []byte("servers:\n  - {name: files, url: \"http://127.0.0.1:1/mcp\"}\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	c := serveConfig{dataDir: dir, replicas: 1, artifactStore: "objectstore", providers: cat, sandboxTiers: listFlag{"unconfined"}, sandboxUID: 65534,
+	c := serveConfig{dataDir: dir, replicas: 1, artifactStore: "objectstore", providers: cat, sandboxTiers: listFlag{"unconfined"}, sandboxUIDs: defaultSandboxUIDs,
 		mcp: mcpFlags{servers: servers}}
 	var set *sinkSet
 	sinktest.Start(t, policy.ModeReport, "", func(t testing.TB, env *sinktest.Env) []broker.Sink {
