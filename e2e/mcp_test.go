@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -114,10 +115,34 @@ func replyOf(t *testing.T, r *mcp.CallToolResult) broker.EffectReply {
 	return rep
 }
 
+// dashboardApprover signs rita (a reviewer, see mcpUsers) in to serve's
+// dashboard and returns what approves a request there, as her click does:
+// the approvals page's form, with its CSRF token.
+func dashboardApprover(t *testing.T, srv *server) func(id string) {
+	rita := signIn(t, srv.ep.HTTP, "rita")
+	return func(id string) {
+		t.Helper()
+		tok := csrfField.FindStringSubmatch(rita.get(t, "/approvals"))
+		if tok == nil {
+			t.Fatal("no CSRF token on /approvals")
+		}
+		if code, body := rita.post(t, "/approvals/"+id+"/decide", url.Values{"_csrf": {tok[1]}, "decision": {"approve"}, "reason": {"notes read"}}); code != http.StatusOK || !strings.Contains(body, "approved") {
+			t.Fatalf("approve %s in the dashboard: %d\n%s", id, code, body)
+		}
+	}
+}
+
+// mcpUsers adds the dashboard's reviewer, rita.
+func mcpUsers(t *testing.T, data string) {
+	if r := ghIn(t, dashPassword+"\n", "users", "add", "rita", "--role", "reviewer", "--data-dir", data, "--password-stdin"); r.code != 0 {
+		t.Fatalf("users add rita: %+v", r)
+	}
+}
+
 // exerciseMCP runs the user story on one session: tools listed by policy,
 // an output delivered, a deny rule refusing, an approval rule holding a
-// call that, waited on, runs once a reviewer approved it.
-func exerciseMCP(t *testing.T, ctx context.Context, s *mcpSession, data, key string) {
+// call that, waited on, runs once a reviewer approved it in the dashboard.
+func exerciseMCP(t *testing.T, ctx context.Context, s *mcpSession, data string, approve func(id string)) {
 	t.Helper()
 	tools := toolNames(t, ctx, s)
 	for _, want := range []string{"output_deliver", "memory_put", "memory_get", "artifact_publish"} {
@@ -170,22 +195,26 @@ func exerciseMCP(t *testing.T, ctx context.Context, s *mcpSession, data, key str
 	}
 	id := held.Decision.Approval
 
-	// The same call with a progress token waits; a reviewer approves.
-	approved := make(chan result, 1)
-	go func() {
-		for len(s.progressed()) == 0 {
-			time.Sleep(20 * time.Millisecond)
-		}
-		approved <- ghNoT("approve", "approve", id, "--data-dir", data, "--key", key, "--approver", "rita", "--role", "reviewer", "--reason", "notes read")
-	}()
-	p := &mcp.CallToolParams{Name: "output_deliver", Arguments: args}
-	p.SetProgressToken("wait-1")
-	res, err = s.CallTool(ctx, p)
-	if err != nil || res.IsError {
-		t.Fatalf("waited deliver: %v %s", err, textOf(res))
+	// The same call with a progress token waits; a reviewer approves it in
+	// the dashboard while it does.
+	type called struct {
+		res *mcp.CallToolResult
+		err error
 	}
-	if r := <-approved; r.code != 0 {
-		t.Fatalf("approve: exit %d %s %s", r.code, r.stdout, r.stderr)
+	done := make(chan called, 1)
+	go func() {
+		p := &mcp.CallToolParams{Name: "output_deliver", Arguments: args}
+		p.SetProgressToken("wait-1")
+		res, err := s.CallTool(ctx, p)
+		done <- called{res, err}
+	}()
+	for len(s.progressed()) == 0 {
+		time.Sleep(20 * time.Millisecond)
+	}
+	approve(id)
+	c := <-done
+	if res = c.res; c.err != nil || res.IsError {
+		t.Fatalf("waited deliver: %v %s", c.err, textOf(res))
 	}
 	ran := replyOf(t, res)
 	if ran.Decision.Outcome != "allowed" || ran.Decision.Approval != id || ran.Outcome == nil || ran.Outcome.Status != "ok" {
@@ -248,13 +277,14 @@ func checkJournal(t *testing.T, s *server, data, run string) {
 // rule and gets the outcome once a reviewer approved; verify passes.
 func TestMCPStdio(t *testing.T) {
 	data := t.TempDir()
-	flags, key := mcpFiles(t, data, "")
+	flags, _ := mcpFiles(t, data, "")
+	mcpUsers(t, data)
 	s := serve(t, data, flags...)
 	run := strings.TrimSpace(gh(t, "work", "open", "--data-dir", data, "--tenant", "acme", "--person", "ada", "--agent", "bob").stdout)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	sess := stdioSession(t, ctx, data, run)
-	exerciseMCP(t, ctx, sess, data, key)
+	exerciseMCP(t, ctx, sess, data, dashboardApprover(t, s))
 	_ = sess.Close()
 	checkJournal(t, s, data, run)
 }
@@ -300,6 +330,13 @@ func TestMCPStreamableHTTP(t *testing.T) {
 	flags, key := mcpFiles(t, data, "")
 	flags = append(flags, "--agents", "alice", "--mcp-http", "127.0.0.1:0")
 	s := serve(t, data, flags...)
+	// Here the reviewer approves through the signed approvals API (the
+	// backend's key), as an application's own review screen would.
+	approve := func(id string) {
+		if r := gh(t, "approve", "approve", id, "--data-dir", data, "--key", key, "--approver", "rita", "--role", "reviewer", "--reason", "notes read"); r.code != 0 {
+			t.Fatalf("approve: exit %d %s %s", r.code, r.stdout, r.stderr)
+		}
+	}
 	if s.ep.MCP == "" {
 		t.Fatalf("endpoints.json names no MCP endpoint:\n%s", s.out)
 	}
@@ -333,7 +370,7 @@ func TestMCPStreamableHTTP(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	exerciseMCP(t, ctx, sess, data, key)
+	exerciseMCP(t, ctx, sess, data, approve)
 	_ = sess.Close()
 
 	// A remade token works at once, and the old one no longer does.
