@@ -46,6 +46,11 @@ func cmdMCP(ctx context.Context, env *cliEnv, args []string) error {
 	)
 	fs := newEnvFlags(env, "mcp", mcpUsage)
 	cf.register(fs)
+	// A tool call may run code or a browser action: give it a minute.
+	if tf := fs.Lookup("timeout"); tf != nil {
+		_ = tf.Value.Set("60s")
+		tf.DefValue, tf.Usage = "60s", "how long one tool call may wait for Gatehouse's answer"
+	}
 	fs.StringVar(&run, "run", "", "the run id the application opened for this agent (required)")
 	fs.StringVar(&cf.agent, "agent", "", "connect as this named agent, with its own credential (serve --agents)")
 	fs.DurationVar(&wait, "approval-wait", 10*time.Minute, "how long a call held for approval waits for a person when the client sent a progress token (0: never waits)")
