@@ -7,11 +7,6 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/gatehouse/gatehouse/broker"
-	"github.com/gatehouse/gatehouse/broker/mcpserver"
-	"github.com/gatehouse/gatehouse/policy"
-	"github.com/gatehouse/gatehouse/sinks/output"
-	"github.com/gatehouse/gatehouse/sinks/sinktest"
 )
 
 // BenchmarkRoundTrip measures what an MCP tool call adds over the same
@@ -24,14 +19,7 @@ import (
 //
 //	go test -run '^$' -bench RoundTrip -benchtime 2000x ./broker/mcpserver/
 func BenchmarkRoundTrip(b *testing.B) {
-	env := sinktest.Start(b, policy.ModeStrict, "", func(t testing.TB, env *sinktest.Env) []broker.Sink {
-		out, err := output.New(context.Background(), env.JS, 1)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return []broker.Sink{out}
-	})
-	run := env.Open(b, broker.OpenWork{Tenant: "acme", Person: "ada"})
+	env, run := outputWorld(b)
 	ctx := context.Background()
 	args := map[string]any{"status": "ok", "result": map[string]int{"rows": 3}}
 
@@ -43,26 +31,6 @@ func BenchmarkRoundTrip(b *testing.B) {
 			}
 		}
 	})
-	session := func(b *testing.B, st, ct mcp.Transport) *mcp.ClientSession {
-		srv, err := mcpserver.New(mcpserver.Config{Run: run, Agent: env.Agent})
-		if err != nil {
-			b.Fatal(err)
-		}
-		ss, err := srv.MCP().Connect(ctx, st, nil)
-		if err != nil {
-			b.Fatal(err)
-		}
-		b.Cleanup(func() { _ = ss.Close() })
-		cs, err := mcp.NewClient(&mcp.Implementation{Name: "bench", Version: "1"}, nil).Connect(ctx, ct, nil)
-		if err != nil {
-			b.Fatal(err)
-		}
-		b.Cleanup(func() { _ = cs.Close() })
-		if _, err := cs.ListTools(ctx, nil); err != nil {
-			b.Fatal(err)
-		}
-		return cs
-	}
 	call := func(b *testing.B, cs *mcp.ClientSession) {
 		for b.Loop() {
 			res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "output_deliver", Arguments: args})
@@ -75,10 +43,19 @@ func BenchmarkRoundTrip(b *testing.B) {
 		toSrvR, toSrvW, _ := os.Pipe()
 		toCliR, toCliW, _ := os.Pipe()
 		b.Cleanup(func() { toSrvW.Close(); toCliW.Close() })
-		call(b, session(b, &mcp.IOTransport{Reader: toSrvR, Writer: toCliW}, &mcp.IOTransport{Reader: toCliR, Writer: toSrvW}))
+		call(b, listed(b, session(b, env, run, &mcp.IOTransport{Reader: toSrvR, Writer: toCliW}, &mcp.IOTransport{Reader: toCliR, Writer: toSrvW})))
 	})
 	b.Run("mcp-memory", func(b *testing.B) {
 		st, ct := mcp.NewInMemoryTransports()
-		call(b, session(b, st, ct))
+		call(b, listed(b, session(b, env, run, st, ct)))
 	})
+}
+
+// listed lists the tools first, as a client does, so the loop measures
+// calls only.
+func listed(b *testing.B, cs *mcp.ClientSession) *mcp.ClientSession {
+	if _, err := cs.ListTools(context.Background(), nil); err != nil {
+		b.Fatal(err)
+	}
+	return cs
 }

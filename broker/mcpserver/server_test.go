@@ -15,9 +15,8 @@ import (
 	"github.com/gatehouse/gatehouse/sinks/sinktest"
 )
 
-// Calls made at once on one session are each their own effect, decided
-// and recorded, and the journal verifies.
-func TestConcurrentCallsAreEachAnEffect(t *testing.T) {
+// outputWorld is a strict Gatehouse serving the output sink, and a run.
+func outputWorld(t testing.TB) (*sinktest.Env, string) {
 	env := sinktest.Start(t, policy.ModeStrict, "", func(t testing.TB, env *sinktest.Env) []broker.Sink {
 		out, err := output.New(context.Background(), env.JS, 1)
 		if err != nil {
@@ -25,23 +24,37 @@ func TestConcurrentCallsAreEachAnEffect(t *testing.T) {
 		}
 		return []broker.Sink{out}
 	})
-	run := env.Open(t, broker.OpenWork{Tenant: "acme", Person: "ada"})
+	return env, env.Open(t, broker.OpenWork{Tenant: "acme", Person: "ada"})
+}
+
+// session connects an SDK client to a Gatehouse MCP server for run, over
+// the transports given; both end with the test.
+func session(t testing.TB, env *sinktest.Env, run string, st, ct mcp.Transport) *mcp.ClientSession {
+	ctx := context.Background()
 	srv, err := mcpserver.New(mcpserver.Config{Run: run, Agent: env.Agent})
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx := sinktest.Ctx(t)
-	st, ct := mcp.NewInMemoryTransports()
 	ss, err := srv.MCP().Connect(ctx, st, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ss.Close()
+	t.Cleanup(func() { _ = ss.Close() })
 	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, nil).Connect(ctx, ct, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer cs.Close()
+	t.Cleanup(func() { _ = cs.Close() })
+	return cs
+}
+
+// Calls made at once on one session are each their own effect, decided
+// and recorded, and the journal verifies.
+func TestConcurrentCallsAreEachAnEffect(t *testing.T) {
+	env, run := outputWorld(t)
+	ctx := sinktest.Ctx(t)
+	st, ct := mcp.NewInMemoryTransports()
+	cs := session(t, env, run, st, ct)
 	var mu sync.Mutex
 	effects := map[string]bool{}
 	var wg sync.WaitGroup
