@@ -115,13 +115,13 @@ func DecodeWaitRequest(data []byte) (*WaitRequest, error) {
 // effect class. Everything that depends on the arguments (targets,
 // deployment rules, scopes, grounding, approvals) is decided when the
 // tool is called.
-func (b *Broker) Tools(ctx context.Context, runID string) ([]ToolInfo, error) {
-	run, err := b.runs.Get(ctx, runID)
+//
+// Only the run's own agent may ask (ErrNotRunAgent), as only it may
+// propose the run's effects.
+func (b *Broker) Tools(ctx context.Context, from Caller, runID string) ([]ToolInfo, error) {
+	run, err := b.runOf(ctx, from, runID)
 	if err != nil {
 		return nil, err
-	}
-	if run.Closed {
-		return nil, fmt.Errorf("%w: %s", ErrRunClosed, run.ID)
 	}
 	sinks := make([]Sink, 0, len(b.sinks))
 	for _, s := range b.sinks {
@@ -181,10 +181,30 @@ func couldAllow(pol *policy.Policy, run *Run, a *Action, now time.Time) bool {
 	return true
 }
 
+// runOf is the open run runID, if from may act on it: Gatehouse itself, or
+// the agent identity the run was opened for.
+func (b *Broker) runOf(ctx context.Context, from Caller, runID string) (*Run, error) {
+	run, err := b.runs.Get(ctx, runID)
+	if err != nil {
+		return nil, err
+	}
+	if !from.internal && (from.class != subject.ClassAgent || from.id != RunAgent(run)) {
+		return nil, fmt.Errorf("%w: run %s was opened for %s; %s may ask only about its own runs", ErrNotRunAgent, run.ID, describeAgent(RunAgent(run)), from)
+	}
+	if run.Closed {
+		return nil, fmt.Errorf("%w: %s", ErrRunClosed, run.ID)
+	}
+	return run, nil
+}
+
 // WaitApproval waits until a person decides the approval request id of
 // run, or d passes (at most MaxApprovalWait). ErrUnknownApproval when the
-// request is not one of run's.
-func (b *Broker) WaitApproval(ctx context.Context, runID, id string, d time.Duration) (*WaitReply, error) {
+// request is not one of run's; ErrNotRunAgent when from is not the run's
+// agent.
+func (b *Broker) WaitApproval(ctx context.Context, from Caller, runID, id string, d time.Duration) (*WaitReply, error) {
+	if _, err := b.runOf(ctx, from, runID); err != nil {
+		return nil, err
+	}
 	api, ok := b.approvals.(ApprovalAPI)
 	if !ok {
 		return nil, fmt.Errorf("%w: this broker holds no approvals", ErrApprovalStore)
@@ -231,14 +251,14 @@ func (b *Broker) WaitApproval(ctx context.Context, runID, id string, d time.Dura
 // ErrUnknownApproval: no approval request of that id belongs to the run.
 var ErrUnknownApproval = errors.New("no such approval request for this run")
 
-func (s *Service) addTools(add func(name, subj string, h func(context.Context, micro.Request)) error) error {
-	if err := add("tools-list", subject.ToolsList, func(ctx context.Context, r micro.Request) {
+func (s *Service) addTools(add func(name, subj string, class subject.Class, h handler) error) error {
+	if err := add("tools-list", subject.AgentOpEndpoint(subject.ToolsListOp), subject.ClassAgent, func(ctx context.Context, from Caller, r micro.Request) {
 		q, err := DecodeToolsRequest(r.Data())
 		if err != nil {
 			respond(r, &ToolsReply{Error: errorBody(err)})
 			return
 		}
-		tools, err := s.b.Tools(ctx, q.Run)
+		tools, err := s.b.Tools(ctx, from, q.Run)
 		if err != nil {
 			respond(r, &ToolsReply{Run: q.Run, Error: errorBody(err)})
 			return
@@ -247,21 +267,13 @@ func (s *Service) addTools(add func(name, subj string, h func(context.Context, m
 	}); err != nil {
 		return err
 	}
-	return add("tools-wait", subject.ToolsWait, func(ctx context.Context, r micro.Request) {
+	return add("tools-wait", subject.AgentOpEndpoint(subject.ToolsWaitOp), subject.ClassAgent, func(ctx context.Context, from Caller, r micro.Request) {
 		q, err := DecodeWaitRequest(r.Data())
 		if err != nil {
 			respond(r, &WaitReply{Error: errorBody(err)})
 			return
 		}
-		run, err := s.b.runs.Get(ctx, q.Run)
-		if err == nil && run.Closed {
-			err = fmt.Errorf("%w: %s", ErrRunClosed, run.ID)
-		}
-		if err != nil {
-			respond(r, &WaitReply{Run: q.Run, Error: errorBody(err)})
-			return
-		}
-		rep, err := s.b.WaitApproval(ctx, q.Run, q.Approval, time.Duration(q.TimeoutMS)*time.Millisecond)
+		rep, err := s.b.WaitApproval(ctx, from, q.Run, q.Approval, time.Duration(q.TimeoutMS)*time.Millisecond)
 		if err != nil {
 			respond(r, &WaitReply{Run: q.Run, Approval: q.Approval, Error: errorBody(err)})
 			return

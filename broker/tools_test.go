@@ -63,7 +63,11 @@ func TestToolsAreWhatTheRunCouldBeAllowed(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.work.Tenant, tc.work.Person = "acme", "ada"
 			run := env.Open(t, tc.work)
-			tools, err := env.Agent.Tools(sinktest.Ctx(t), run)
+			agent := env.Agent
+			if tc.work.Agent != "" {
+				agent = env.NamedAgent(t, tc.work.Agent, "")
+			}
+			tools, err := agent.Tools(sinktest.Ctx(t), run)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -80,17 +84,17 @@ func TestToolsAreWhatTheRunCouldBeAllowed(t *testing.T) {
 			}
 		})
 	}
+	// Only the run's own agent may ask.
+	writers := env.Open(t, broker.OpenWork{Tenant: "acme", Person: "ada", Agent: "writer"})
+	if _, err := env.Agent.Tools(sinktest.Ctx(t), writers); errCode(err) != broker.CodeNotRunAgent {
+		t.Fatalf("the shared agent asked about writer's run: %v", err)
+	}
+	if _, err := env.NamedAgent(t, "reader", "").Tools(sinktest.Ctx(t), writers); errCode(err) != broker.CodeNotRunAgent {
+		t.Fatalf("reader asked about writer's run: %v", err)
+	}
 	if _, err := env.Agent.Tools(sinktest.Ctx(t), "r_01m8n75ye327hsa7apgb8fqfxn"); !errors.Is(err, broker.ErrUnknownRun) && errCode(err) != broker.CodeUnknownRun {
 		t.Fatalf("unknown run: %v", err)
 	}
-}
-
-func errCode(err error) broker.Code {
-	var eb *broker.ErrorBody
-	if errors.As(err, &eb) {
-		return eb.Code
-	}
-	return ""
 }
 
 // A wait on an approval answers only for the run's own requests, says

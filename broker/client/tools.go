@@ -14,7 +14,7 @@ import (
 // (broker.Broker.Tools): what Gatehouse's MCP server lists.
 func (c *Client) Tools(ctx context.Context, run string) ([]broker.ToolInfo, error) {
 	var r broker.ToolsReply
-	if err := c.request(ctx, subject.ToolsList, broker.ToolsRequest{Run: run}, &r); err != nil {
+	if err := c.request(ctx, subject.AgentOp(c.id, subject.ToolsListOp), broker.ToolsRequest{Run: run}, &r); err != nil {
 		return nil, err
 	}
 	if r.Error != nil {
@@ -29,7 +29,7 @@ func (c *Client) Tools(ctx context.Context, run string) ([]broker.ToolInfo, erro
 // d, or the request times out (TIMEOUT) first.
 func (c *Client) WaitApproval(ctx context.Context, run, id string, d time.Duration) (*broker.WaitReply, error) {
 	var r broker.WaitReply
-	if err := c.request(ctx, subject.ToolsWait, broker.WaitRequest{Run: run, Approval: id, TimeoutMS: d.Milliseconds()}, &r); err != nil {
+	if err := c.request(ctx, subject.AgentOp(c.id, subject.ToolsWaitOp), broker.WaitRequest{Run: run, Approval: id, TimeoutMS: d.Milliseconds()}, &r); err != nil {
 		return nil, err
 	}
 	if r.Error != nil {
@@ -39,4 +39,8 @@ func (c *Client) WaitApproval(ctx context.Context, run, id string, d time.Durati
 }
 
 // Own wraps a connection like New, but Close closes it.
-func Own(nc *nats.Conn) *Client { return &Client{nc: nc, own: true} }
+func Own(nc *nats.Conn, role Role, id string) *Client {
+	c := New(nc, role, id)
+	c.own = true
+	return c
+}

@@ -6,7 +6,6 @@ import (
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-
 )
 
 // BenchmarkRoundTrip measures what an MCP tool call adds over the same

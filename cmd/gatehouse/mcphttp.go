@@ -253,7 +253,7 @@ func (m *mcpHTTP) bind(next http.Handler) http.Handler {
 		case run.Closed:
 			httpError(w, http.StatusForbidden, broker.CodeRunClosed, "the application closed this run")
 			return
-		case run.Agent != ti.UserID:
+		case broker.RunAgent(run) != ti.UserID:
 			m.log.Warn("mcp session refused: the run is not this agent's", "agent", ti.UserID, "run", id)
 			httpError(w, http.StatusForbidden, broker.CodeForbiddenField,
 				fmt.Sprintf("run %s was not opened for agent %s; an agent's session is bound to a run the application opened for it", id, ti.UserID))

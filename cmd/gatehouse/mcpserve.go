@@ -39,7 +39,15 @@ func (m *mcpFlags) startHTTP(c *serveConfig, ns *embedded.Server, natsURL string
 	if m.httpAddr == "" {
 		return nil, nil
 	}
-	toks, err := loadMCPTokens(c.dataDir, c.agents, log)
+	agents, err := parseAgentsFlag(c.agents)
+	if err != nil {
+		return nil, err
+	}
+	names := make([]string, len(agents))
+	for i, a := range agents {
+		names[i] = a.Name
+	}
+	toks, err := loadMCPTokens(c.dataDir, names, log)
 	if err != nil {
 		return nil, err
 	}
@@ -49,7 +57,7 @@ func (m *mcpFlags) startHTTP(c *serveConfig, ns *embedded.Server, natsURL string
 			if err != nil {
 				return nil, err
 			}
-			return client.Own(nc), nil
+			return client.Own(nc, client.Agent, agent), nil
 		}
 		return client.DialAgent(natsURL, agent, embedded.AgentCredsPath(filepath.Join(c.dataDir, "nats"), agent))
 	}

@@ -20,6 +20,7 @@ import (
 
 	"github.com/gatehouse/gatehouse/broker"
 	"github.com/gatehouse/gatehouse/broker/embedded"
+	"github.com/gatehouse/gatehouse/broker/identity"
 	"github.com/gatehouse/gatehouse/broker/journal"
 	"github.com/gatehouse/gatehouse/broker/subject"
 	"github.com/gatehouse/gatehouse/browser"
@@ -56,15 +57,18 @@ type serveConfig struct {
 	dataDir   string
 	natsURL   string
 	natsCreds string
-	natsHost  string
-	natsPort  int
-	httpAddr  string
-	mode      string
-	policy    string
-	noWriter  bool
-	replicas  int
-	logFormat string
-	logLevel  string
+	// natsReplies is the credential of the connection the broker answers
+	// on (embedded.RoleReplies' permissions); "" is natsCreds.
+	natsReplies string
+	natsHost    string
+	natsPort    int
+	httpAddr    string
+	mode        string
+	policy      string
+	noWriter    bool
+	replicas    int
+	logFormat   string
+	logLevel    string
 
 	agents       listFlag
 	sandboxTiers listFlag
@@ -93,6 +97,7 @@ func serveFlags(env *cliEnv, c *serveConfig) *flagSet {
 	fs.stringVar(&c.dataDir, "data-dir", ".gatehouse", "where the journal, the embedded NATS store and credentials live")
 	fs.stringVar(&c.natsURL, "nats-url", "", "use this NATS (with JetStream) instead of the embedded server")
 	fs.stringVar(&c.natsCreds, "nats-creds", "", "nkey seed file for --nats-url")
+	fs.stringVar(&c.natsReplies, "nats-replies-creds", "", "nkey seed file of the connection the broker answers requests on, one the server lets publish only into inbox spaces (gatehouse agents nats-conf); default --nats-creds")
 	fs.stringVar(&c.natsHost, "nats-host", "127.0.0.1", "address the embedded NATS listens on")
 	fs.intVar(&c.natsPort, "nats-port", 4222, "port the embedded NATS listens on (-1 picks a free one)")
 	fs.stringVar(&c.httpAddr, "http", "127.0.0.1:8080", "address of the web status page, /metrics, /healthz and /readyz")
@@ -100,7 +105,7 @@ func serveFlags(env *cliEnv, c *serveConfig) *flagSet {
 	fs.stringVar(&c.policy, "policy", "", "deployment rules file (JSON or YAML); empty: built-in rules only")
 	fs.boolVar(&c.noWriter, "no-writer", false, "do not run the journal writer in this process (run 'gatehouse writer' elsewhere)")
 	fs.intVar(&c.replicas, "replicas", 1, "JetStream replicas for the journal stream and buckets (3 on a cluster)")
-	fs.Var(&c.agents, "agents", "agents that get a NATS credential of their own (embedded NATS): each may read only its own peer messages and replies")
+	fs.Var(&c.agents, "agents", "agents that get a NATS credential of their own while serve runs, NAME or NAME=ORIGIN (see gatehouse agents add): each acts only on its own runs and reads only its own peer messages and replies")
 	fs.Var(&c.sandboxTiers, "sandbox-tiers", "sandbox tiers to try, in order (default bubblewrap,namespaces,landlock,unconfined; 'unconfined' alone forces it)")
 	fs.stringVar(&c.sandboxUIDs, "sandbox-uid", defaultSandboxUIDs, sandboxUIDUsage)
 	fs.stringVar(&c.providers, "providers", "", "provider catalogue (YAML or JSON): providers and integrations; without it the provider sink is off")
@@ -142,23 +147,51 @@ func cmdServe(ctx context.Context, env *cliEnv, args []string) error {
 		return err // before anything is written into it
 	}
 
-	// NATS: embedded unless a URL is given.
+	// Identities: the register (gatehouse agents/apps) and --agents.
+	flagAgents, err := parseAgentsFlag(c.agents)
+	if err != nil {
+		return err
+	}
+	idReg, err := loadIdentities(c.dataDir, flagAgents)
+	if err != nil {
+		return err
+	}
+	ids := &identities{dataDir: c.dataDir, flag: flagAgents, holder: identity.NewHolder(idReg), log: log}
+
+	// NATS: embedded unless a URL is given. nc is the broker's own
+	// connection (streams, buckets); rc the one it answers requests on.
 	var ns *embedded.Server
-	var nc *nats.Conn
+	var nc, rc *nats.Conn
 	if c.natsURL == "" {
-		ns, err = embedded.Start(embedded.Config{Dir: filepath.Join(c.dataDir, "nats"), Host: c.natsHost, Port: c.natsPort, Agents: c.agents, Logger: log})
+		ns, err = embedded.Start(embedded.Config{Dir: filepath.Join(c.dataDir, "nats"), Host: c.natsHost, Port: c.natsPort, Identities: idReg, Logger: log})
 		if err != nil {
 			return err
 		}
 		defer ns.Shutdown()
-		nc, err = ns.Connect(embedded.RoleBroker)
+		ids.ns = ns
+		if nc, err = ns.Connect(embedded.RoleBroker); err == nil {
+			rc, err = ns.Connect(embedded.RoleReplies)
+		}
 	} else {
-		nc, err = connectNATS(c.natsURL, c.natsCreds, "gatehouse-serve")
+		replies := c.natsReplies
+		if replies == "" {
+			replies = c.natsCreds
+		}
+		if nc, err = connectNATS(c.natsURL, c.natsCreds, "gatehouse-serve"); err == nil {
+			rc, err = connectNATS(c.natsURL, replies, "gatehouse-replies")
+		}
 	}
 	if err != nil {
 		return fmt.Errorf("connect broker to NATS: %w", err)
 	}
 	defer nc.Close()
+	defer rc.Close()
+	if err := broker.ProbeReplies(rc); err != nil {
+		if ns != nil {
+			return fmt.Errorf("embedded NATS: %w", err)
+		}
+		log.Error("the NATS server lets the connection the broker answers on publish outside inbox spaces: replies are kept to each requester's inbox by the broker's check alone; give it --nats-replies-creds with the replies permissions (gatehouse agents nats-conf)", "err", err)
+	}
 	natsURL := c.natsURL
 	if ns != nil {
 		natsURL = ns.URL
@@ -224,8 +257,8 @@ func cmdServe(ctx context.Context, env *cliEnv, args []string) error {
 	if err != nil {
 		return err
 	}
-	b, err := broker.New(broker.Config{Mode: mode, Logger: log, Metrics: metrics, Approvals: apv, Content: capture, Requests: reqIDs},
-		runs, rec, pol, sinks.sinks...)
+	b, err := broker.New(broker.Config{Mode: mode, Logger: log, Metrics: metrics, Approvals: apv, Content: capture, Requests: reqIDs,
+		Identities: ids.holder}, runs, rec, pol, sinks.sinks...)
 	if err != nil {
 		return err
 	}
@@ -236,7 +269,13 @@ func cmdServe(ctx context.Context, env *cliEnv, args []string) error {
 	pols := &policyHolder{path: c.policy, log: log, broker: b, capture: capture, pol: pol, err: polErr,
 		groundingPath: c.grounding, provider: prov, groundErr: sinks.groundingErr}
 	defer pols.reloadOnHangup(ctx)()
-	svc, err := broker.Serve(nc, b, broker.ServiceConfig{})
+	// The register is re-read when gatehouse agents/apps change it.
+	stopIdentities, err := ids.watch(ctx)
+	if err != nil {
+		return err
+	}
+	defer stopIdentities()
+	svc, err := broker.Serve(rc, b, broker.ServiceConfig{})
 	if err != nil {
 		return err
 	}
@@ -339,9 +378,12 @@ func cmdServe(ctx context.Context, env *cliEnv, args []string) error {
   sandbox     %s (confined: %v)
 `, version, mode, redactURL(natsURL), map[bool]string{true: " (embedded)", false: ""}[ns != nil], srv.URL(), srv.URL(), c.journalDir(), policyName(c.policy), os.Getpid(), sb.Tier(), sb.Confined())
 	if ns != nil {
-		fmt.Fprintf(env.stdout, "  app creds   %s\n  agent creds %s (shared)\n", ep.AppCreds, ep.AgentCreds)
-		for _, a := range c.agents {
-			fmt.Fprintf(env.stdout, "  agent %-5s %s\n", a, embedded.AgentCredsPath(filepath.Join(c.dataDir, "nats"), a))
+		fmt.Fprintf(env.stdout, "  app creds   %s (shared)\n  agent creds %s (shared: runs opened without --agent only)\n", ep.AppCreds, ep.AgentCreds)
+		for _, a := range idReg.Agents {
+			fmt.Fprintf(env.stdout, "  agent %-5s %s (origin %s)\n", a.Name, embedded.AgentCredsPath(filepath.Join(c.dataDir, "nats"), a.Name), a.EffectiveOrigin())
+		}
+		for _, a := range idReg.Apps {
+			fmt.Fprintf(env.stdout, "  app %-7s %s\n", a.Name, embedded.AppCredsPath(filepath.Join(c.dataDir, "nats"), a.Name))
 		}
 	}
 	if mcpSrv != nil {
@@ -380,6 +422,7 @@ func cmdServe(ctx context.Context, env *cliEnv, args []string) error {
 		default:
 		}
 	}
+	_ = rc.Drain()
 	_ = nc.Drain()
 	_ = os.Remove(filepath.Join(c.dataDir, endpointsFile))
 	fmt.Fprintln(env.stdout, "Gatehouse stopped.")
@@ -624,8 +667,8 @@ func newLogger(env *cliEnv, format, level string) (*slog.Logger, error) {
 	return nil, usageError("--log-format must be text or json, not %q", format)
 }
 
-func connectNATS(url, creds, name string) (*nats.Conn, error) {
-	opts := []nats.Option{nats.Name(name), nats.MaxReconnects(-1)}
+func connectNATS(url, creds, name string, extra ...nats.Option) (*nats.Conn, error) {
+	opts := append([]nats.Option{nats.Name(name), nats.MaxReconnects(-1)}, extra...)
 	if creds != "" {
 		o, err := nats.NkeyOptionFromSeed(creds)
 		if err != nil {
