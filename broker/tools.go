@@ -15,7 +15,7 @@ import (
 )
 
 // ToolsRequest asks which tools an agent may be offered for a run
-// (subject.ToolsList, agent credentials). It carries the run only: whom the
+// (subject.ToolsListOp on the agent's own subject). It carries the run only: whom the
 // work is for, its mandate and its agent come from the run's record.
 type ToolsRequest struct {
 	Run string `json:"run"`
@@ -46,7 +46,7 @@ type ToolsReply struct {
 }
 
 // WaitRequest waits for a person to decide an approval request the run's
-// effect is held in (subject.ToolsWait, agent credentials). It decides
+// effect is held in (subject.ToolsWaitOp on the agent's own subject). It decides
 // nothing and records nothing: the agent then proposes the same action
 // again, which runs once if it was approved.
 type WaitRequest struct {

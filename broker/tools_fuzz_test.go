@@ -5,7 +5,7 @@ import (
 	"testing"
 )
 
-// FuzzToolsRequests: the bodies of gatehouse.v1.tools.list and tools.wait
+// FuzzToolsRequests: the bodies of gatehouse.v1.agent.<id>.tools.list and .tools.wait
 // come from agents; decoding never panics and accepts only a run id (and
 // an approval id, a non-negative timeout).
 func FuzzToolsRequests(f *testing.F) {

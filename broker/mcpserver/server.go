@@ -27,7 +27,7 @@
 //     client's request carries a progress token (so it can be told the call
 //     is alive) and Config.ApprovalWait is positive, the call waits instead:
 //     it sends a progress notification every time it asks the broker
-//     (gatehouse.v1.tools.wait, at most 20 s an ask), and once a person has
+//     (gatehouse.v1.agent.<id>.tools.wait, at most 20 s an ask), and once a person has
 //     decided it proposes the same action again, which runs once if it was
 //     approved; the result is then that second reply. A wait that runs out
 //     returns the held result;
@@ -36,7 +36,7 @@
 //
 // # What tools/list shows
 //
-// The broker's list for the run (gatehouse.v1.tools.list): only what the
+// The broker's list for the run (gatehouse.v1.agent.<id>.tools.list): only what the
 // run's policy could allow, whatever the arguments (agent cards'
 // allowed_tools and blocked_tools, the mandate's systems, effect classes
 // and expiry). It is read again on every tools/list, so a policy reload or
