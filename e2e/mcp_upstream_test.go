@@ -157,12 +157,15 @@ grounding:
 		t.Fatalf("http read_note: %s", textOf(res))
 	}
 
-	// The blocked tool, proposed straight over NATS: refused, never forwarded.
-	r := gh(t, "effect", "mcp", "--data-dir", data, "--agent", "bob", "--run", run, "--action", "call", "--json",
-		"--params", `{"server":"notes-http","tool":"delete_note","arguments":{"name":"n1"}}`)
-	var blocked broker.EffectReply
-	if err := json.Unmarshal([]byte(r.stdout), &blocked); err != nil || r.code != 1 || blocked.Decision.Refusal != "tool-blocked" {
-		t.Fatalf("blocked tool: exit %d %s %s", r.code, r.stdout, r.stderr)
+	// The blocked tool, proposed straight over NATS: refused, never
+	// forwarded (the stdio process's count below shows it never saw it).
+	for _, server := range []string{"notes-http", "notes-stdio"} {
+		r := gh(t, "effect", "mcp", "--data-dir", data, "--agent", "bob", "--run", run, "--action", "call", "--json",
+			"--params", `{"server":"`+server+`","tool":"delete_note","arguments":{"name":"n1"}}`)
+		var blocked broker.EffectReply
+		if err := json.Unmarshal([]byte(r.stdout), &blocked); err != nil || r.code != 1 || blocked.Decision.Refusal != "tool-blocked" {
+			t.Fatalf("blocked tool on %s: exit %d %s %s", server, r.code, r.stdout, r.stderr)
+		}
 	}
 
 	// The approval-gated tool: held, approved by a reviewer, runs once.
