@@ -79,6 +79,12 @@ const (
 	RefuseToolBlocked          Refusal = "tool-blocked"
 	RefuseDelegationNotAllowed Refusal = "delegation-not-allowed"
 
+	// A provider call whose path or body could be read as another
+	// resource or another value by some server (a ';' parameter, an
+	// encoded '/', a dot segment, a key sent twice, ...): enforced in
+	// report and strict, since no rule's match can be trusted on it.
+	RefuseAmbiguousRequest Refusal = "ambiguous-request"
+
 	// The policy itself could not be used: enforced in report and strict.
 	RefusePolicyUnreadable Refusal = "policy-unreadable"
 )
@@ -154,7 +160,23 @@ type Effect struct {
 	Path     string      // the URL path without the query
 	Atom     string      // the integration, "" for none
 	Declared EffectClass // the integration's declared effect
-	Contract *Contract   // for registry and model code
+	// Contract is the operations the integration declares (templates as
+	// sent); a mutating call naming an integration must be one of them,
+	// whatever its origin. nil: the integration declares none.
+	Contract *Contract
+	// FromProgram is set when a sandboxed program made the call through
+	// the code sink's gateway; ProgramContract is then what that
+	// program's own code can send, read from it by the code sink before it
+	// ran (nil: it could not be read). A mutating call must also be one of
+	// those operations. Neither ever comes from an agent's params.
+	FromProgram     bool
+	ProgramContract *Contract
+	// Ambiguous, when set, says why the request the sink was asked to
+	// send has no one canonical form (a provider call's path or body
+	// that servers could read in different ways); Decide refuses it
+	// (ambiguous-request) in report and strict mode, and the sink never
+	// sends it.
+	Ambiguous string
 
 	// Class is the effect class used for the mandate; "" derives it
 	// (from Declared, else from Method, else from the sink).
