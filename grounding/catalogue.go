@@ -84,8 +84,12 @@ func (r *Rules) CheckCatalogue(cat Catalogue) []Problem {
 // every problem, and no rules. The rules match calls exactly as r does:
 // on the canonical method and path the provider sink sends, so every
 // spelling of a catalogued operation that the sink accepts is the same
-// call to them.
+// call to them. Nil rules and rules from Unreadable are returned as they
+// are (the latter refuse every call already).
 func (r *Rules) Resolve(cat Catalogue) (*Rules, error) {
+	if r == nil || r.problem != "" {
+		return r, nil
+	}
 	out, probs := r.resolve(cat)
 	if len(probs) > 0 {
 		texts := make([]string, len(probs))
@@ -158,10 +162,15 @@ func (ru *rule) resolve(cat Catalogue) ([]Operation, []Problem) {
 			fit = append(fit, op)
 		}
 	}
-	if len(bases) > 0 {
+	switch {
+	case len(bases) > 0 && len(all) == 0:
+		pr := ru.problem("match.provider", "the catalogue declares no operations for %s, so the rule can ground nothing", list(ru.match.providers))
+		pr.Fix = "declare the operations the rule grounds (integrations: operations)"
+		probs = append(probs, pr)
+	case len(bases) > 0:
 		for _, m := range ru.match.methods {
-			if !anyOp(all, func(op Operation) bool { return op.Method == m && ru.match.pathsFit(op) }) {
-				pr := ru.problem("match.method", "no operation the catalogue declares for %s is %s%s", list(ru.match.providers), m, pathsNote(ru.match))
+			if !anyOp(all, func(op Operation) bool { return op.Method == m }) {
+				pr := ru.problem("match.method", "no operation the catalogue declares for %s is a %s", list(ru.match.providers), m)
 				pr.Fix = "match a method an integration declares, or declare the operation in the catalogue"
 				probs = append(probs, pr)
 			}
@@ -223,17 +232,6 @@ func anyOp(ops []Operation, f func(Operation) bool) bool {
 }
 
 func list(vs []string) string { return strings.Join(vs, ", ") }
-
-func pathsNote(m matcher) string {
-	if len(m.paths) == 0 {
-		return ""
-	}
-	texts := make([]string, len(m.paths))
-	for i, p := range m.paths {
-		texts[i] = p.text
-	}
-	return " at " + strings.Join(texts, " or ")
-}
 
 func methodsNote(m matcher) string {
 	if m.methods == nil {

@@ -521,7 +521,7 @@ func openProvider(ctx context.Context, js jetstream.JetStream, c *serveConfig, g
 		return nil, fmt.Errorf("credential store: %w", err)
 	}
 	if c.grounding != "" {
-		rules, err := grounding.Load(c.grounding)
+		rules, err := provider.LoadGrounding(c.grounding, cat)
 		if err != nil {
 			log.Error("grounding rules could not be read: every provider call is refused until they are fixed", "file", c.grounding, "err", err)
 			rules = grounding.Unreadable(c.grounding, err)

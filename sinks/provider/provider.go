@@ -48,7 +48,9 @@ type Config struct {
 	// CredentialTTL is how long a credential is cached; 0 is
 	// DefaultCredentialTTL, negative does not cache.
 	CredentialTTL time.Duration
-	// Grounding are the grounding rules; nil checks nothing.
+	// Grounding are the grounding rules; nil checks nothing. New checks
+	// them against Catalogue (grounding.Rules.Resolve) and fails when they
+	// do not fit it; LoadGrounding reads a file that way.
 	Grounding *grounding.Rules
 	// Records keeps the responses grounding relies on, shared by every
 	// broker; nil is a *KVRecords on the js given to New.
@@ -90,7 +92,11 @@ func New(ctx context.Context, js jetstream.JetStream, cfg Config) (*Sink, error)
 	}
 	s := &Sink{cat: cfg.Catalogue, creds: cfg.Credentials, ttl: cfg.CredentialTTL,
 		records: cfg.Records, log: cfg.Logger, now: cfg.Now, clients: map[string]*http.Client{}}
-	s.rules.Store(cfg.Grounding)
+	rules, err := cfg.Grounding.Resolve(cfg.Catalogue)
+	if err != nil {
+		return nil, err
+	}
+	s.rules.Store(rules)
 	if s.ttl == 0 {
 		s.ttl = DefaultCredentialTTL
 	}
