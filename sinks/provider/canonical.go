@@ -359,11 +359,14 @@ func compileTemplate(t string) (*opTemplate, error) {
 		if strings.ContainsAny(seg, "{}") {
 			return nil, fmt.Errorf("segment %q: a placeholder is a whole segment, {name}", seg)
 		}
+		if strings.ContainsAny(seg, ";\\") {
+			return nil, fmt.Errorf("segment %q holds a ';' or a backslash, which servers read in different ways", seg)
+		}
 		s, err := decodeSegment(seg)
 		if err != nil {
 			return nil, fmt.Errorf("segment %q: %v", seg, err)
 		}
-		if s.enc != seg || strings.ContainsRune(seg, ';') || strings.ContainsRune(seg, '\\') {
+		if s.enc != seg {
 			return nil, fmt.Errorf("segment %q is not written as it is sent (write %q)", seg, s.enc)
 		}
 		out.segs = append(out.segs, tmplSeg{lit: s.enc, fold: strictjson.FoldKey(s.dec)})
