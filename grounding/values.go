@@ -56,8 +56,15 @@ const (
 //   - money, number: exact decimals, compared by value ("100.0" equals
 //     "100.00"). A JSON number or a string; money is plain decimal notation
 //     ("-12.50"), number also takes an exponent ("1.5e3", at most 4 digits).
-//   - email: one "@"; the local part is compared byte for byte, the domain
-//     after IDNA (UTS 46 lookup) conversion to ASCII and lower-casing.
+//   - email: one "@"; the local part (NFC, no control, format or special
+//     character) is compared byte for byte; the domain must be exactly
+//     what IDNA's strict lookup profile makes of it but for ASCII case
+//     (each label as its U-label or its A-label), and is compared as its
+//     A-label. A domain the mapping would change (a zero-width space or
+//     soft hyphen it drops, a fullwidth or upper-case non-ASCII letter it
+//     maps), with a deviation character (ß, ς, ZWJ, ZWNJ) or a trailing
+//     dot is ErrInvalidValue: the address sent would not be the address
+//     compared.
 //   - text: strings compared exactly after NFC normalisation, never folded
 //     for case or lookalike letters.
 //   - id: a non-empty string or a JSON number, compared as exact text (so

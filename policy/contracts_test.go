@@ -51,6 +51,8 @@ func TestContractsForEveryOrigin(t *testing.T) {
 		{"program outside its own contract", ModeStrict, call(OriginModel, "POST", "/api/payments", program(&Contract{Operations: []Operation{{Method: "GET", Template: "/api/invoices/{id}"}}})), RefuseOutsideContract},
 		{"program whose contract could not be read", ModeStrict, call(OriginModel, "POST", "/api/payments", program(nil)), RefuseUnverifiedModelCode},
 		{"program reading outside its contract", ModeStrict, call(OriginModel, "GET", "/api/invoices/7", program(&Contract{})), ""},
+		{"shipped program whose contract was not read", ModeStrict, call(OriginShipped, "POST", "/api/payments", program(nil)), ""},
+		{"shipped program outside its own contract", ModeStrict, call(OriginShipped, "POST", "/api/payments", program(&Contract{})), RefuseOutsideContract},
 		{"ambiguous, strict", ModeStrict, call(OriginShipped, "POST", "/api/payments", func(e *Effect) { e.Ambiguous = "a ';'" }), RefuseAmbiguousRequest},
 		{"ambiguous, report", ModeReport, call(OriginShipped, "GET", "/api/invoices/7", func(e *Effect) { e.Ambiguous = "a ';'" }), RefuseAmbiguousRequest},
 	} {

@@ -441,10 +441,10 @@ func (d *decider) provider() {
 	}
 	if e.FromProgram {
 		switch {
-		case e.ProgramContract == nil:
+		case e.ProgramContract == nil && untrusted(e.Origin):
 			d.add(RefuseUnverifiedModelCode, string(RefuseUnverifiedModelCode),
 				fmt.Sprintf("The program making this call (origin %s) sends a %s, and the operations its code can send could not be read; it may only mutate through operations read from its own code.", originName(e.Origin), d.method), false)
-		case !e.ProgramContract.matches(d.method, e.Path):
+		case e.ProgramContract != nil && !e.ProgramContract.matches(d.method, e.Path):
 			d.add(RefuseOutsideContract, string(RefuseOutsideContract),
 				fmt.Sprintf("The program making this call (origin %s) sends %s %s, which is not one of the operations its own code contains; it may only send what its code was read to send.", originName(e.Origin), d.method, e.Path), false)
 		}

@@ -297,7 +297,10 @@ func (g *gateway) serve(ctx context.Context, line []byte) []byte {
 	if err != nil { // params is a JSON object already decoded once
 		return marshalReply(&broker.EffectReply{Run: g.run, Error: &broker.ErrorBody{Code: broker.CodeInternal, Message: err.Error()}})
 	}
-	return marshalReply(g.p.Propose(ctx, policy.SinkProvider, data))
+	// The call comes from this program, whose own operations are not read
+	// yet (nil contract): the provider sink holds a mutating call from
+	// registry or model code to them (unverified-model-code).
+	return marshalReply(g.p.Propose(broker.ContextWithProgramContract(ctx, nil), policy.SinkProvider, data))
 }
 
 // params checks a request is a JSON object and takes out an "origin"

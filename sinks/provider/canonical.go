@@ -225,6 +225,25 @@ func pathLiteral(c byte) bool {
 	return strings.IndexByte("-._~$&+,:=@", c) >= 0
 }
 
+// tmplIndex holds the templates of one number of segments: by the folded
+// text of a literal first segment, and those whose first segment is a
+// placeholder (or that have none), which any path may fit.
+type tmplIndex struct {
+	byFirst map[string][]*opTemplate
+	rest    []*opTemplate
+}
+
+func (x *tmplIndex) add(t *opTemplate) {
+	if len(t.segs) == 0 || t.segs[0].param {
+		x.rest = append(x.rest, t)
+		return
+	}
+	if x.byFirst == nil {
+		x.byFirst = map[string][]*opTemplate{}
+	}
+	x.byFirst[t.segs[0].fold] = append(x.byFirst[t.segs[0].fold], t)
+}
+
 // opTemplate is a catalogued operation's template, relative to the base
 // path, compiled for resolving paths.
 type opTemplate struct {
@@ -266,7 +285,17 @@ func (p *Provider) resolvePath(raw string) (rel, tmpl string, err error) {
 	}
 	var best *opTemplate
 	foldOnly := ""
-	for _, t := range p.templates[len(segs)] {
+	idx := p.templates[len(segs)]
+	if idx == nil {
+		idx = &tmplIndex{}
+	}
+	cands := idx.rest
+	if len(segs) > 0 && len(idx.byFirst) > 0 {
+		if first := idx.byFirst[fold(0)]; len(first) > 0 {
+			cands = append(first[:len(first):len(first)], idx.rest...)
+		}
+	}
+	for _, t := range cands {
 		exact, fits := true, true
 		for i, ts := range t.segs {
 			if ts.param {

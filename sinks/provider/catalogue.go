@@ -96,7 +96,7 @@ type Provider struct {
 	respHdrs []string
 	// templates are the templates every integration of the provider
 	// declares, by their number of segments, for resolving paths.
-	templates map[int][]*opTemplate
+	templates map[int]*tmplIndex
 	shapes    map[string]*opTemplate // by shape, to refuse two templates one path could fit
 }
 
@@ -323,7 +323,12 @@ func (p *Provider) addTemplate(t *opTemplate) error {
 		return nil
 	}
 	p.shapes[key] = t
-	p.templates[len(t.segs)] = append(p.templates[len(t.segs)], t)
+	x := p.templates[len(t.segs)]
+	if x == nil {
+		x = &tmplIndex{}
+		p.templates[len(t.segs)] = x
+	}
+	x.add(t)
 	return nil
 }
 
@@ -398,7 +403,7 @@ func (p *Provider) compile() error {
 			p.basePath += "/" + s.enc
 		}
 	}
-	p.templates, p.shapes = map[int][]*opTemplate{}, map[string]*opTemplate{}
+	p.templates, p.shapes = map[int]*tmplIndex{}, map[string]*opTemplate{}
 	switch p.Auth.Type {
 	case AuthBearer, AuthBasic, AuthNone:
 		if p.Auth.Header != "" {

@@ -131,8 +131,9 @@
 //     broker.ContextWithProgramContract. Describe joins its templates to
 //     the base path of the provider the call names and sets
 //     Effect.FromProgram and Effect.ProgramContract; a mutating call must
-//     then be one of those operations too. Only code in this process can
-//     set it; no param can.
+//     then be one of those operations too (a nil contract, code that could
+//     not be read: unverified-model-code for registry or model code). Only
+//     code in this process can set it; no param can.
 //   - Values, for scope limits, are the top-level numbers and strings of a
 //     JSON object body or of a form body, as written. A name sent twice
 //     (or twice up to case and Unicode form) gets a value that is not a

@@ -390,9 +390,11 @@ func (c *call) decodeBody(p *Params) error {
 		}
 		return nil
 	}
-	if err := strictjson.Check(c.body); err != nil {
-		c.setAmbiguous("the JSON body cannot be read one way: " + jsonProblem(err))
-		return nil
+	if p.Body == nil { // body came inside params, which paramsOnce has read
+		if err := strictjson.Check(c.body); err != nil {
+			c.setAmbiguous("the JSON body cannot be read one way: " + jsonProblem(err))
+			return nil
+		}
 	}
 	if jsonHasMethodOverride(c.body) {
 		c.setAmbiguous("the JSON body names _method, which frameworks read as a method override")
@@ -411,13 +413,28 @@ func jsonProblem(err error) string {
 	return strictjson.ErrSyntax.Error()
 }
 
+// jsonHasMethodOverride reports whether a JSON object body has a
+// top-level "_method" key (any case).
 func jsonHasMethodOverride(body []byte) bool {
+	if !containsFold(body, "_method") {
+		return false
+	}
 	var top map[string]json.RawMessage
 	if json.Unmarshal(body, &top) != nil {
 		return false
 	}
 	for k := range top {
 		if strings.EqualFold(k, "_method") {
+			return true
+		}
+	}
+	return false
+}
+
+// containsFold reports whether b holds the ASCII word w in any case.
+func containsFold(b []byte, w string) bool {
+	for i := 0; i+len(w) <= len(b); i++ {
+		if b[i] == w[0] && strings.EqualFold(string(b[i:i+len(w)]), w) {
 			return true
 		}
 	}
