@@ -58,6 +58,13 @@ func ghAt(t *testing.T, dir string, args ...string) result {
 	t.Helper()
 	cmd := exec.Command(bin, args...)
 	cmd.Dir = dir
+	return runBin(t, cmd)
+}
+
+// runBin runs cmd (the binary, its Dir and Stdin set) to completion with
+// the environment cleaned, and returns its output and exit status.
+func runBin(t *testing.T, cmd *exec.Cmd) result {
+	t.Helper()
 	var out, errb strings.Builder
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	cmd.Env = cleanEnv()
