@@ -217,8 +217,8 @@ func (s *scanner) value(depth int) error {
 
 func (s *scanner) object(depth int) error {
 	s.i++ // {
-	var keys []string
-	var folded map[string]bool
+	var keys, folds []string // folds[i] is FoldKey(keys[i]), with Fold
+	var seen, seenFold map[string]bool
 	for {
 		s.ws()
 		if s.i >= len(s.data) {
@@ -242,33 +242,53 @@ func (s *scanner) object(depth int) error {
 		if err := s.value(depth + 1); err != nil {
 			return err
 		}
-		exact := false
-		for _, prev := range keys {
-			if prev == k {
-				exact = true
-				break
-			}
+		var f string
+		if s.fold {
+			f = FoldKey(k)
 		}
-		switch {
-		case exact:
-			s.dup(false)
-		case s.fold:
-			if folded == nil {
-				folded = map[string]bool{}
-				for _, prev := range keys {
-					folded[FoldKey(prev)] = true
-				}
-			}
-			f := FoldKey(k)
-			if folded[f] {
+		if seen != nil {
+			switch {
+			case seen[k]:
+				s.dup(false)
+			case s.fold && seenFold[f]:
 				s.dup(true)
 			}
-			folded[f] = true
+			seen[k] = true
+			if s.fold {
+				seenFold[f] = true
+			}
+		} else {
+			for j, prev := range keys {
+				if prev == k {
+					s.dup(false)
+					break
+				}
+				if s.fold && folds[j] == f {
+					s.dup(true)
+					break
+				}
+			}
+			keys = append(keys, k)
+			if s.fold {
+				folds = append(folds, f)
+			}
+			if len(keys) > smallObject { // a large object: sets from now on
+				seen, seenFold = map[string]bool{}, map[string]bool{}
+				for j, prev := range keys {
+					seen[prev] = true
+					if s.fold {
+						seenFold[folds[j]] = true
+					}
+				}
+			}
 		}
-		keys = append(keys, k)
 		s.path = s.path[:len(s.path)-1]
 	}
 }
+
+// smallObject is how many keys an object holds before its keys are kept
+// in sets rather than compared one by one.
+const smallObject = 16
 
 func (s *scanner) dup(folded bool) {
 	s.dups = append(s.dups, Duplicate{Path: append([]Step(nil), s.path...), Folded: folded})

@@ -3,6 +3,7 @@ package strictjson_test
 import (
 	"encoding/json"
 	"errors"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -106,4 +107,25 @@ func FuzzScan(f *testing.F) {
 			t.Fatalf("Check %v with %d exact duplicates", cerr, exact)
 		}
 	})
+}
+
+// TestLargeObjects: duplicates are found past the first keys too, and a
+// large object is read in linear time (sets, not pairwise comparison).
+func TestLargeObjects(t *testing.T) {
+	var b strings.Builder
+	b.WriteString("{")
+	for i := range 50000 {
+		if i > 0 {
+			b.WriteString(",")
+		}
+		b.WriteString(`"k` + strings.Repeat("x", i%7) + string(rune('a'+i%26)) + `_` + strconv.Itoa(i) + `":1`)
+	}
+	doc := b.String()
+	if dups, err := strictjson.Scan([]byte(doc+"}"), strictjson.Options{Fold: true}); err != nil || len(dups) != 0 {
+		t.Fatalf("%d duplicates, %v", len(dups), err)
+	}
+	dups, err := strictjson.Scan([]byte(doc+`,"Ka_0":2,"ka_0":3}`), strictjson.Options{Fold: true})
+	if err != nil || len(dups) != 2 || !dups[0].Folded || dups[1].Folded {
+		t.Fatalf("%+v %v", dups, err)
+	}
 }
