@@ -23,7 +23,7 @@ var rawEffects = []string{
 	// processes
 	"os/exec.Command", "os/exec.CommandContext", "os.StartProcess", "syscall.Exec", "syscall.ForkExec", "syscall.StartProcess",
 	// the sandbox's own entry points: only sinks may start programs
-	"(*" + module + "/sandbox.Sandbox).Run", module + "/sandbox.RunHost",
+	"(*" + module + "/sandbox.Sandbox).Run", "(*" + module + "/sandbox.Sandbox).RunHost",
 	// files
 	"os.WriteFile", "os.Create", "os.OpenFile", "os.Rename", "os.Symlink", "os.Link", "os.Mkdir", "os.MkdirAll",
 	"os.Remove", "os.RemoveAll", "os.CreateTemp", "os.MkdirTemp",
@@ -64,6 +64,7 @@ var runtimeOwnFuncs = map[string]string{
 	module + "/cmd/gatehouse.writeEndpoints":          "serve's endpoints file, so the CLI finds the server",
 	"(*" + module + "/web.Users).save":                "the dashboard's own user store (users.json), written by 'gatehouse users' and first-run setup",
 	module + "/cmd/gatehouse.cmdServe":                "serve creating its data directory and removing its endpoints file",
+	module + "/cmd/gatehouse.secureDataDir":           "serve creating its data directory 0700 and tightening what is in it, before anything is written there",
 	"(*" + module + "/browser.proxy).dial":            "the browser sink's forward proxy: dials only for requests the broker decided (or plain reads, never decided) and tunnels it allowed",
 	module + "/broker.PutWriterHealth":                "the journal writer announcing whether it can write, so strict brokers refuse on a full disk",
 	module + "/cmd/gatehouse.cmdBench":                "the load generator writing its own --acked report file",

@@ -68,7 +68,7 @@ type serveConfig struct {
 
 	agents       listFlag
 	sandboxTiers listFlag
-	sandboxUID   int
+	sandboxUIDs  string
 
 	providers     string
 	credentials   string
@@ -101,7 +101,7 @@ func serveFlags(env *cliEnv, c *serveConfig) *flagSet {
 	fs.intVar(&c.replicas, "replicas", 1, "JetStream replicas for the journal stream and buckets (3 on a cluster)")
 	fs.Var(&c.agents, "agents", "agents that get a NATS credential of their own (embedded NATS): each may read only its own peer messages and replies")
 	fs.Var(&c.sandboxTiers, "sandbox-tiers", "sandbox tiers to try, in order (default bubblewrap,namespaces,landlock,unconfined; 'unconfined' alone forces it)")
-	fs.intVar(&c.sandboxUID, "sandbox-uid", 65534, "the unprivileged uid sandboxed programs run as")
+	fs.stringVar(&c.sandboxUIDs, "sandbox-uid", defaultSandboxUIDs, sandboxUIDUsage)
 	fs.stringVar(&c.providers, "providers", "", "provider catalogue (YAML or JSON): providers and integrations; without it the provider sink is off")
 	fs.stringVar(&c.credentials, "credentials", "", "people's provider credentials (YAML, mode 0600); default: the JetStream KV credential store")
 	fs.stringVar(&c.grounding, "grounding", "", "grounding rules file (YAML or JSON)")
@@ -129,18 +129,16 @@ func cmdServe(ctx context.Context, env *cliEnv, args []string) error {
 	if err != nil {
 		return usageError("--mode: %v", err)
 	}
-	if _, err := sandboxConfig(c.sandboxTiers, c.sandboxUID); err != nil {
+	if _, err := sandboxConfig(c.sandboxTiers, c.sandboxUIDs); err != nil {
 		return err
 	}
 	log, err := newLogger(env, c.logFormat, c.logLevel)
 	if err != nil {
 		return err
 	}
-	if err := os.MkdirAll(c.dataDir, 0o700); err != nil {
-		return fmt.Errorf("data dir: %w", err)
+	if c.dataDir, err = secureDataDir(c.dataDir, log); err != nil {
+		return err // before anything is written into it
 	}
-	abs, _ := filepath.Abs(c.dataDir)
-	c.dataDir = abs
 
 	// NATS: embedded unless a URL is given.
 	var ns *embedded.Server
@@ -392,7 +390,7 @@ func (s *sinkSet) close() {
 
 // detectSandbox self-tests the sandbox tiers and says what it found.
 func detectSandbox(ctx context.Context, c *serveConfig, log *slog.Logger) *sandbox.Sandbox {
-	cfg, _ := sandboxConfig(c.sandboxTiers, c.sandboxUID) // checked by cmdServe before anything started
+	cfg, _ := sandboxConfig(c.sandboxTiers, c.sandboxUIDs) // checked by cmdServe before anything started
 	cfg.Logger = log
 	sb, rep := sandbox.Detect(ctx, cfg)
 	if sb.Confined() {
@@ -400,6 +398,7 @@ func detectSandbox(ctx context.Context, c *serveConfig, log *slog.Logger) *sandb
 	} else {
 		log.Warn("no confined sandbox tier works here: strict mode refuses model code (unconfined-execution) unless a rule allows it; see 'gatehouse sandbox check'", "tiers", rep.Tiers)
 	}
+	logHostIdentity(sb, c.mode, log)
 	return sb
 }
 
@@ -421,13 +420,14 @@ func openSinks(ctx context.Context, js jetstream.JetStream, c *serveConfig, sb *
 	}
 	s.sinks = append(s.sinks, artifact.New(art, artifact.Config{}))
 
-	codeSink := code.New(sb, code.Config{})
+	sameUID := sameUIDAllowed(c.mode)
+	codeSink := code.New(sb, code.Config{AllowSameUID: sameUID})
 	// Chromium starts on the first goto; screenshots go to the artifact
 	// store, under the names the artifact sink's get reads.
 	pool := browser.New(browser.Config{Logger: log, Artifacts: art,
 		ArtifactName: func(tenant, key string) string { return artifact.TenantDir(tenant) + "/" + key }})
 	s.closers = append(s.closers, pool.Close)
-	s.sinks = append(s.sinks, out, peers, codeSink, process.New(process.Config{}), pool)
+	s.sinks = append(s.sinks, out, peers, codeSink, process.New(sb, process.Config{AllowSameUID: sameUID}), pool)
 	s.bind = append(s.bind, func(b *broker.Broker) { peers.Bind(b) }, func(b *broker.Broker) { codeSink.Bind(b) },
 		func(b *broker.Broker) { pool.Bind(b) })
 

@@ -20,6 +20,20 @@
 // (gateway_calls) and how many requests were refused before anything was
 // proposed (gateway_refused). Never the source or the output themselves.
 //
+// # Who a program runs as
+//
+// In a confined tier, as the tier runs it (sandbox/doc.go): the broker's
+// files are out of its view. In the unconfined tier (no tier proved
+// confined, or --sandbox-tiers unconfined, where an effects allow rule
+// must lift unconfined-execution in strict mode) it runs as a host command
+// does (see sinks/process): a uid of --sandbox-uid's range, no group, no
+// capability, no_new_privs, its own pid namespace and /proc. Where the
+// broker cannot switch uids, an unconfined program would run as the
+// broker's own user: unless Config.AllowSameUID (serve: report and off
+// mode), Describe then answers broker.ErrSinkUnavailable (UNAVAILABLE)
+// wrapping sandbox.ErrNoSeparateUID before anything is decided. The
+// outcome's detail records uid and separate_uid either way.
+//
 // # The provider gateway
 //
 // Once Bind has given the sink the broker, every program gets the sandbox's
@@ -77,6 +91,10 @@ type Config struct {
 	Limits sandbox.Limits
 	// MaxInput bounds source, stdin and files together (default 4 MiB).
 	MaxInput int
+	// AllowSameUID lets programs run unconfined as the broker's own user
+	// where no tier is confined and the sandbox cannot switch uids, instead
+	// of answering UNAVAILABLE. Such a program can read the broker's keys.
+	AllowSameUID bool
 	// Gateway proposes the provider calls programs make through the
 	// sandbox's gateway: the broker serving this sink. Usually nil here
 	// and given later with Bind, since the broker is built after its sinks.
@@ -204,6 +222,9 @@ func (s *Sink) Describe(ctx context.Context, run *broker.Run, req *broker.Effect
 	if origin == "" {
 		origin = policy.OriginModel // code whose origin is not said is held to the strictest rules
 	}
+	if err := s.runnable(); err != nil {
+		return nil, err
+	}
 	return &broker.Proposal{
 		Effect: policy.Effect{Sink: policy.SinkCode, Action: ActionRun, Origin: origin, Tool: req.Tool,
 			Target: p.Program, Confined: s.sb.Confined()},
@@ -211,6 +232,15 @@ func (s *Sink) Describe(ctx context.Context, run *broker.Run, req *broker.Effect
 		Digest: digestInput(&p),
 		State:  &state{p: p, prog: prog, lim: lim},
 	}, nil
+}
+
+// runnable refuses every run when programs would run unconfined as the
+// broker's own user (see the package comment, "Who a program runs as").
+func (s *Sink) runnable() error {
+	if s.sb.Confined() || s.sb.SeparateUID() || s.cfg.AllowSameUID {
+		return nil
+	}
+	return fmt.Errorf("%w: %w (%s): no sandbox tier is confined here, and unconfined code would run as Gatehouse's own user, with access to its keys, credentials and journal, so none runs; make a tier work (gatehouse sandbox check), run gatehouse serve as root so that code runs as a uid of --sandbox-uid, or use report mode, where it runs as the broker's user and the journal records it", broker.ErrSinkUnavailable, sandbox.ErrNoSeparateUID, s.sb.Report().Host.Err)
 }
 
 // digestInput is SHA-256 over everything the program is given, each part
@@ -351,14 +381,17 @@ func Performed(res *sandbox.Result) (*broker.Performed, error) {
 }
 
 // Outcome is the journal's record of a finished program: status "ok" for
-// exit code 0, else "failed"; the exit code, the killing limit, the tier and
-// the size and digest of its stdout. Never the output itself.
+// exit code 0, else "failed"; the exit code, the killing limit, the tier,
+// the uid it ran as and whether that uid was other than the broker's
+// (separate_uid), and the size and digest of its stdout. Never the output
+// itself.
 func Outcome(res *sandbox.Result) journal.Result {
 	sum := sha256.Sum256(res.Stdout)
 	r := journal.Result{
 		Status: "ok", Size: int64(len(res.Stdout)), Digest: "sha256:" + hex.EncodeToString(sum[:]),
 		Detail: map[string]string{
 			"exit_code": strconv.Itoa(res.ExitCode), "tier": string(res.Tier), "confined": strconv.FormatBool(res.Confined),
+			"uid": strconv.Itoa(res.UID), "separate_uid": strconv.FormatBool(res.SeparateUID),
 		},
 	}
 	if res.ExitCode != 0 || res.Killed != "" {
