@@ -97,3 +97,33 @@ approvals:
 		t.Error("an unusable policy has matches")
 	}
 }
+
+// TestPathFold: for a provider that routes paths without regard to case,
+// path and target globs match ignoring case; otherwise exactly.
+func TestPathFold(t *testing.T) {
+	p := mustParse(t, `effects:
+  - {name: no-refunds, decision: deny, match: {sink: provider, target: "erp.example.com/api/Refunds/**"}}
+scopes:
+  require:
+    - {scope: reports, match: {provider: erp, path: "/api/reports/*"}}
+`)
+	for _, tc := range []struct {
+		path string
+		fold bool
+		want Refusal
+	}{
+		{"/api/refunds/7", true, RefuseDeploymentRule},
+		{"/api/REFUNDS/7", true, RefuseDeploymentRule},
+		{"/api/refunds/7", false, ""},
+		{"/api/Refunds/7", false, RefuseDeploymentRule},
+		{"/api/REPORTS/q1", true, RefuseScopeMissing},
+		{"/api/REPORTS/q1", false, ""},
+	} {
+		e := Effect{Sink: SinkProvider, Action: "call", Provider: "erp", Method: "GET", Host: "erp.example.com", Path: tc.path,
+			Target: "erp.example.com" + tc.path, Origin: OriginShipped, PathFold: tc.fold}
+		d := p.Decide(Input{Mode: ModeStrict, Effect: e})
+		if d.Refusal != tc.want {
+			t.Errorf("%s fold %v: %s, want %q", tc.path, tc.fold, d.Refusal, tc.want)
+		}
+	}
+}

@@ -554,13 +554,31 @@ func (m *matcher) matches(d *decider) bool {
 	if !m.verified.matches(d.verified) || !m.confined.matches(e.Confined) {
 		return false
 	}
-	if m.target != nil && !doubleAny(m.target, e.Target) {
+	if m.target != nil && !globsMatch(m.target, e.Target, e.PathFold) {
 		return false
 	}
-	if m.path != nil && !doubleAny(m.path, e.Path) {
+	if m.path != nil && !globsMatch(m.path, e.Path, e.PathFold) {
 		return false
 	}
 	return true
+}
+
+// globsMatch is doubleAny, ignoring ASCII case when fold is set.
+func globsMatch(globs []glob, s string, fold bool) bool {
+	if !fold {
+		return doubleAny(globs, s)
+	}
+	l := strings.ToLower(s)
+	for i := range globs {
+		g := globs[i]
+		if g.folded != nil {
+			g = *g.folded
+		}
+		if doubleAny([]glob{g}, l) {
+			return true
+		}
+	}
+	return false
 }
 
 func contains(list []string, s string) bool {

@@ -166,7 +166,10 @@
 // not cross "/", a "**" path segment crosses any number of them, and
 // "{a,b}" picks alternatives. So "api.example.com/*" matches
 // "api.example.com/v1" but not "api.example.com/v1/x"; write
-// "api.example.com/**" for everything under the host.
+// "api.example.com/**" for everything under the host. For a provider
+// call, path and target are the canonical request the sink sends (the
+// path escaped as sent); when the provider routes paths without regard to
+// case (Effect.PathFold) they match ignoring ASCII case.
 //
 // # Effect class
 //

@@ -171,6 +171,12 @@ type Effect struct {
 	// those operations. Neither ever comes from an agent's params.
 	FromProgram     bool
 	ProgramContract *Contract
+	// PathFold is set when the provider routes paths without regard to
+	// case (the catalogue's path_case: insensitive): path and target
+	// globs then match ignoring ASCII case, so a deny rule, a scope or an
+	// approval on a path no operation declares holds for every case of it
+	// too (paths of declared operations are sent in one spelling anyway).
+	PathFold bool
 	// Ambiguous, when set, says why the request the sink was asked to
 	// send has no one canonical form (a provider call's path or body
 	// that servers could read in different ways); Decide refuses it

@@ -87,10 +87,11 @@ type EffectRecord struct {
 	// possibly empty) otherwise, since the two decide differently.
 	Contract *policy.Contract `json:"contract,omitempty"`
 	// FromProgram, ProgramContract (nil and empty kept apart, as for
-	// Contract) and Ambiguous: see policy.Effect.
+	// Contract), Ambiguous and PathFold: see policy.Effect.
 	FromProgram     bool               `json:"from_program,omitempty"`
 	ProgramContract *policy.Contract   `json:"program_contract,omitempty"`
 	Ambiguous       string             `json:"ambiguous,omitempty"`
+	PathFold        bool               `json:"path_fold,omitempty"`
 	Class           policy.EffectClass `json:"class,omitempty"`
 	PageHost        string             `json:"page_host,omitempty"`
 	Grounding       *GroundingRecord   `json:"grounding,omitempty"`
@@ -109,7 +110,7 @@ func FromEffect(e policy.Effect) EffectRecord {
 		Sink: e.Sink, Action: e.Action, Origin: e.Origin, Tool: e.Tool, Target: e.Target, Confined: e.Confined,
 		Recipient: e.Recipient, Provider: e.Provider, Method: e.Method, Host: e.Host, Path: e.Path, Atom: e.Atom,
 		Declared: e.Declared, Class: e.Class, PageHost: e.PageHost, Values: maps.Clone(e.Values),
-		FromProgram: e.FromProgram, Ambiguous: e.Ambiguous,
+		FromProgram: e.FromProgram, Ambiguous: e.Ambiguous, PathFold: e.PathFold,
 	}
 	r.Contract, r.ProgramContract = recordContract(e.Contract), recordContract(e.ProgramContract)
 	if e.Grounding != nil {
@@ -138,7 +139,7 @@ func (r EffectRecord) Effect() policy.Effect {
 		Sink: r.Sink, Action: r.Action, Origin: r.Origin, Tool: r.Tool, Target: r.Target, Confined: r.Confined,
 		Recipient: r.Recipient, Provider: r.Provider, Method: r.Method, Host: r.Host, Path: r.Path, Atom: r.Atom,
 		Declared: r.Declared, Class: r.Class, PageHost: r.PageHost, Values: r.Values,
-		FromProgram: r.FromProgram, Ambiguous: r.Ambiguous,
+		FromProgram: r.FromProgram, Ambiguous: r.Ambiguous, PathFold: r.PathFold,
 	}
 	if r.Contract != nil {
 		c := *r.Contract

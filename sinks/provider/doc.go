@@ -64,7 +64,10 @@
 //     left). A path no template fits is sent as decoded and re-encoded.
 //     On a path_case: sensitive provider a path that fits a template only
 //     ignoring case is ambiguous-request. The catalogue may not hold two
-//     templates one path could fit in two spellings.
+//     templates one path could fit in two spellings. On a case-insensitive
+//     provider Effect.PathFold is set, so path and target globs of
+//     deployment rules, scopes and approvals also match a path no template
+//     fits in whatever case it is sent.
 //   - Effect.Path is the base URL's path followed by the resolved path.
 //   - Query: the names and values given, every one valid UTF-8, names
 //     printable; encoded as url.Values does (names sorted, values in the

@@ -321,6 +321,7 @@ func (s *Sink) decode(ctx context.Context, req *broker.EffectRequest, p *Params)
 		Sink: policy.SinkProvider, Action: ActionCall, Origin: req.Origin, Tool: req.Tool,
 		Provider: prov.Name, Method: c.method, Host: host, Path: c.path,
 		Target: host + c.path, Atom: p.Atom, Ambiguous: c.ambiguous,
+		PathFold: prov.PathCase == PathCaseInsensitive,
 	}
 	if err := s.authority(&e, prov, req.Origin, p); err != nil {
 		return nil, e, err

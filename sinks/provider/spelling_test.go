@@ -261,3 +261,43 @@ func TestProgramContract(t *testing.T) {
 		t.Fatal("a plain context carries a program contract")
 	}
 }
+
+// TestRulesMatchTheCanonicalRequest: scopes, their limits and approvals
+// written for /payments hold for every spelling of it.
+func TestRulesMatchTheCanonicalRequest(t *testing.T) {
+	rules := `scopes:
+  require:
+    - scope: payments.write
+      match: {provider: erp, method: POST, path: /payments}
+      limits: {amount: "1000"}
+approvals:
+  - name: payments
+    match: {provider: erp, method: POST, path: /payments}
+    roles: [finance]
+effects:
+  - name: no-refund-page
+    decision: deny
+    match: {sink: provider, target: "*/refunds/**"}
+`
+	s := start(t, policy.ModeStrict, opts{rules: rules})
+	without, with := s.open(t, "ada"), s.open(t, "ada", "payments.write")
+	before := s.erp.payCount()
+	for _, p := range []string{"/payments", "/Payments/", "payments", "/PAY%4dENTS"} {
+		call := func(run, body string) *broker.EffectReply {
+			c := pay(body)
+			c["path"] = p
+			return s.call(t, run, policy.OriginModel, c)
+		}
+		mustRefuse(t, call(without, `{"amount":"10"}`), policy.RefuseScopeMissing)
+		mustRefuse(t, call(with, `{"amount":"5000"}`), policy.RefuseOverScopeLimit)
+		mustRefuse(t, call(with, `{"amount":"10","Amount":"5000"}`), policy.RefuseOverScopeLimit)
+		if r := call(with, `{"amount":"10"}`); r.Decision == nil || r.Decision.Outcome != journal.OutcomeHeld || r.Decision.Rule != "approval:payments" {
+			t.Fatalf("%s: want held for approval, got %+v", p, r.Decision)
+		}
+	}
+	r := s.call(t, with, policy.OriginModel, map[string]any{"provider": "erp", "method": "GET", "path": "/REFUNDS/7/", "atom": "erp.read"})
+	mustRefuse(t, r, policy.RefuseDeploymentRule)
+	if s.erp.payCount() != before {
+		t.Fatal("a payment reached the ERP")
+	}
+}
