@@ -26,6 +26,7 @@
 package strictjson
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -150,13 +151,20 @@ func FoldKey(k string) string {
 	return norm.NFC.String(cases.Fold().String(norm.NFC.String(k)))
 }
 
-// scanner walks a document json.Valid has accepted.
+// scanner walks a document json.Valid has accepted. Keys are kept as the
+// bytes of the document where they need no unescaping, so a scan
+// allocates little beyond the duplicates it reports.
 type scanner struct {
 	data []byte
 	i    int
 	fold bool
-	path []Step
+	path []step
 	dups []Duplicate
+}
+
+type step struct {
+	key   []byte
+	index int // -1: a key
 }
 
 func (s *scanner) ws() {
@@ -189,7 +197,7 @@ func (s *scanner) value(depth int) error {
 			return nil
 		}
 		for n := 0; ; n++ {
-			s.path = append(s.path, Step{Index: n})
+			s.path = append(s.path, step{index: n})
 			if err := s.value(depth + 1); err != nil {
 				return err
 			}
@@ -215,10 +223,14 @@ func (s *scanner) value(depth int) error {
 	}
 }
 
+// smallObject is how many keys an object holds before its keys are kept
+// in sets rather than compared one by one.
+const smallObject = 16
+
 func (s *scanner) object(depth int) error {
 	s.i++ // {
-	var keys, folds []string // folds[i] is FoldKey(keys[i]), with Fold
-	var seen, seenFold map[string]bool
+	var keys [][]byte
+	var seen, seenFold map[string]bool // for a large object
 	for {
 		s.ws()
 		if s.i >= len(s.data) {
@@ -238,65 +250,81 @@ func (s *scanner) object(depth int) error {
 		}
 		s.ws()
 		s.i++ // :
-		s.path = append(s.path, Step{Key: k, Index: -1})
+		s.path = append(s.path, step{key: k, index: -1})
 		if err := s.value(depth + 1); err != nil {
 			return err
 		}
-		var f string
-		if s.fold {
-			f = FoldKey(k)
-		}
-		if seen != nil {
-			switch {
-			case seen[k]:
-				s.dup(false)
-			case s.fold && seenFold[f]:
-				s.dup(true)
-			}
-			seen[k] = true
-			if s.fold {
-				seenFold[f] = true
-			}
-		} else {
-			for j, prev := range keys {
-				if prev == k {
+		if seen == nil {
+			for _, prev := range keys {
+				if bytes.Equal(prev, k) {
 					s.dup(false)
 					break
 				}
-				if s.fold && folds[j] == f {
+				if s.fold && foldEqual(prev, k) {
 					s.dup(true)
 					break
 				}
 			}
 			keys = append(keys, k)
-			if s.fold {
-				folds = append(folds, f)
-			}
-			if len(keys) > smallObject { // a large object: sets from now on
+			if len(keys) > smallObject {
 				seen, seenFold = map[string]bool{}, map[string]bool{}
-				for j, prev := range keys {
-					seen[prev] = true
+				for _, prev := range keys {
+					seen[string(prev)] = true
 					if s.fold {
-						seenFold[folds[j]] = true
+						seenFold[FoldKey(string(prev))] = true
 					}
 				}
+			}
+		} else {
+			var f string
+			if s.fold {
+				f = FoldKey(string(k))
+			}
+			switch {
+			case seen[string(k)]:
+				s.dup(false)
+			case s.fold && seenFold[f]:
+				s.dup(true)
+			}
+			seen[string(k)] = true
+			if s.fold {
+				seenFold[f] = true
 			}
 		}
 		s.path = s.path[:len(s.path)-1]
 	}
 }
 
-// smallObject is how many keys an object holds before its keys are kept
-// in sets rather than compared one by one.
-const smallObject = 16
-
-func (s *scanner) dup(folded bool) {
-	s.dups = append(s.dups, Duplicate{Path: append([]Step(nil), s.path...), Folded: folded})
+// foldEqual reports whether two keys are equal after case folding and
+// NFC, without allocating for ASCII keys.
+func foldEqual(a, b []byte) bool {
+	if isASCII(a) && isASCII(b) {
+		return bytes.EqualFold(a, b)
+	}
+	return FoldKey(string(a)) == FoldKey(string(b))
 }
 
-// str reads the string at s.i and returns it unescaped; an escaped lone
-// surrogate is ErrSurrogate.
-func (s *scanner) str() (string, error) {
+func isASCII(b []byte) bool {
+	for _, c := range b {
+		if c >= utf8.RuneSelf {
+			return false
+		}
+	}
+	return true
+}
+
+func (s *scanner) dup(folded bool) {
+	p := make([]Step, len(s.path))
+	for i, st := range s.path {
+		p[i] = Step{Key: string(st.key), Index: st.index}
+	}
+	s.dups = append(s.dups, Duplicate{Path: p, Folded: folded})
+}
+
+// str reads the string at s.i and returns it unescaped (the document's
+// own bytes when it has no escape); an escaped lone surrogate is
+// ErrSurrogate.
+func (s *scanner) str() ([]byte, error) {
 	start := s.i
 	s.i++ // opening quote
 	escaped := false
@@ -306,7 +334,7 @@ func (s *scanner) str() (string, error) {
 			escaped = true
 			if s.i+1 < len(s.data) && s.data[s.i+1] == 'u' {
 				if err := s.unicodeEscape(); err != nil {
-					return "", err
+					return nil, err
 				}
 				continue
 			}
@@ -316,17 +344,17 @@ func (s *scanner) str() (string, error) {
 			s.i++
 			raw := s.data[start:s.i]
 			if !escaped {
-				return string(raw[1 : len(raw)-1]), nil
+				return raw[1 : len(raw)-1], nil
 			}
 			var out string
 			if err := json.Unmarshal(raw, &out); err != nil {
-				return "", ErrSyntax
+				return nil, ErrSyntax
 			}
-			return out, nil
+			return []byte(out), nil
 		}
 		s.i++
 	}
-	return "", ErrSyntax
+	return nil, ErrSyntax
 }
 
 // unicodeEscape reads \uXXXX (and its low half, for a high surrogate) at
