@@ -313,6 +313,44 @@ func (c *checker) readRequest() {
 		}
 	}
 	c.namesTwice("request.query.", call.Query)
+	c.mergedTwice()
+}
+
+// mergedTwice fails every top-level body field (a JSON key or a form name)
+// also sent as a query name, up to case: frameworks that merge query and
+// body parameters (Rails, Laravel, PHP's $_REQUEST) read them as one
+// field, and which copy wins differs.
+func (c *checker) mergedTwice() {
+	q := c.in.Call.Query
+	if len(q) == 0 {
+		return
+	}
+	var keys []string
+	prefix := "request.json."
+	switch c.bodyKind {
+	case bodyJSON:
+		if m, ok := c.json.root.(map[string]any); ok {
+			keys = sortedKeys(m)
+		}
+	case bodyForm:
+		keys, prefix = sortedKeys(c.form), "request.form."
+	}
+	if len(keys) == 0 {
+		return
+	}
+	inQuery := make(map[string]string, len(q))
+	for k := range q {
+		inQuery[strictjson.FoldKey(k)] = k
+	}
+	for _, k := range keys {
+		qk, ok := inQuery[strictjson.FoldKey(k)]
+		if !ok {
+			continue
+		}
+		c.sentTwice(prefix + k)
+		c.sentTwice("request.query." + qk)
+		c.fail("%s%s is sent twice, in the body and in the query, which servers that merge parameters read as one field", prefix, displayKey(k))
+	}
 }
 
 func (c *checker) sentTwice(field string) {

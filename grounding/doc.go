@@ -127,7 +127,9 @@
 //     (a JSON object key at any depth, a form key or a query key, also
 //     when the two are written differently but equal after Unicode case
 //     folding and NFC, "iban" and "IBAN", which a provider matching fields
-//     without regard to case reads as one);
+//     without regard to case reads as one: strictjson.FoldKey), and each
+//     top-level body field also sent as a query name (frameworks that
+//     merge query and body parameters read one of the two);
 //  2. follows each binding in order: fills the read path from its where;
 //     finds the records read at exactly that path (Records.Lookup, or one
 //     Reread); fails when there is none, when records with different

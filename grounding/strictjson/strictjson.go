@@ -32,6 +32,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"unicode"
 	"unicode/utf16"
 	"unicode/utf8"
 
@@ -135,8 +136,13 @@ func PathText(p []Step, root string) string {
 }
 
 // FoldKey is the form two keys share when a parser that matches fields
-// without regard to case reads them as one: Unicode full case folding,
-// then NFC. ASCII keys take a fast path with the same result.
+// without regard to case reads them as one: each character's simple
+// lower case of its upper case (so "ı" and "İ", which Java's and .NET's
+// case-insensitive comparisons take for "i", and "ſ" for "s"), then
+// Unicode full case folding and NFC ("ß" and "ss", the Kelvin sign and
+// "k"). It errs towards calling keys the same: equal keys are always
+// read as one field sent twice. ASCII keys take a fast path with the same
+// result.
 func FoldKey(k string) string {
 	ascii := true
 	for i := 0; i < len(k); i++ {
@@ -148,7 +154,8 @@ func FoldKey(k string) string {
 	if ascii {
 		return strings.ToLower(k)
 	}
-	return norm.NFC.String(cases.Fold().String(norm.NFC.String(k)))
+	simple := strings.Map(func(r rune) rune { return unicode.ToLower(unicode.ToUpper(r)) }, norm.NFC.String(k))
+	return norm.NFC.String(cases.Fold().String(simple))
 }
 
 // scanner walks a document json.Valid has accepted. Keys are kept as the

@@ -68,6 +68,9 @@ func TestFoldKey(t *testing.T) {
 		"\u212Aelvin":     "kelvin", // Kelvin sign
 		"Stra\u00dfe":     "strasse",
 		"caf\u0065\u0301": "caf\u00e9", // NFD and NFC
+		"\u0131ban":       "IBAN",      // dotless i: Java's equalsIgnoreCase takes it for i
+		"\u0130ban":       "iban",      // dotted capital I
+		"amount\u017f":    "AMOUNTS",   // long s
 	} {
 		if strictjson.FoldKey(a) != strictjson.FoldKey(b) {
 			t.Errorf("FoldKey(%q) = %q, FoldKey(%q) = %q", a, strictjson.FoldKey(a), b, strictjson.FoldKey(b))

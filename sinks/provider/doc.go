@@ -139,8 +139,9 @@
 //     code in this process can set it; no param can.
 //   - Values, for scope limits, are the top-level numbers and strings of a
 //     JSON object body or of a form body, as written. A name sent twice
-//     (or twice up to case and Unicode form) gets a value that is not a
-//     number, so a limit on it refuses.
+//     (or twice up to case and Unicode form, or in the body and in the
+//     query, which frameworks merge) gets a value that is not a number, so
+//     a limit on it refuses.
 //
 // The policy then applies the origin table, the built-in refusals and the
 // deployment rules; this package does not repeat them.

@@ -330,7 +330,7 @@ func (s *Sink) decode(ctx context.Context, req *broker.EffectRequest, p *Params)
 		e.FromProgram, e.ProgramContract = true, joinContract(prov, pc)
 	}
 	if c.body != nil {
-		e.Values = values(c.body, c.contentType)
+		e.Values = values(c.body, c.contentType, c.query)
 	}
 	return c, e, nil
 }

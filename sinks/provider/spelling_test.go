@@ -291,6 +291,9 @@ effects:
 		mustRefuse(t, call(without, `{"amount":"10"}`), policy.RefuseScopeMissing)
 		mustRefuse(t, call(with, `{"amount":"5000"}`), policy.RefuseOverScopeLimit)
 		mustRefuse(t, call(with, `{"amount":"10","Amount":"5000"}`), policy.RefuseOverScopeLimit)
+		merged := pay(`{"amount":"10"}`)
+		merged["path"], merged["query"] = p, map[string][]string{"AMOUNT": {"5000"}}
+		mustRefuse(t, s.call(t, with, policy.OriginModel, merged), policy.RefuseOverScopeLimit)
 		if r := call(with, `{"amount":"10"}`); r.Decision == nil || r.Decision.Outcome != journal.OutcomeHeld || r.Decision.Rule != "approval:payments" {
 			t.Fatalf("%s: want held for approval, got %+v", p, r.Decision)
 		}

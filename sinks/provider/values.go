@@ -16,8 +16,22 @@ import (
 // to case reads as one), gets a value naming both, which is not a number,
 // so a limit on it refuses rather than check one copy while the provider
 // reads the other. Other bodies have no values.
-func values(body []byte, contentType string) map[string]string {
+//
+// A top-level name also sent as a query name (up to case) is sent twice
+// too: frameworks that merge query and body parameters read one of them.
+func values(body []byte, contentType string, query url.Values) map[string]string {
 	out := rawValues(body, contentType)
+	if len(out) > 0 && len(query) > 0 {
+		inQuery := make(map[string]bool, len(query))
+		for k := range query {
+			inQuery[strictjson.FoldKey(k)] = true
+		}
+		for k := range out {
+			if inQuery[strictjson.FoldKey(k)] {
+				out[k] = sentTwice
+			}
+		}
+	}
 	if len(out) > 1 {
 		first := make(map[string]string, len(out))
 		for k := range out {
