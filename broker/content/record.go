@@ -96,6 +96,7 @@ type EffectRecord struct {
 	PageHost        string             `json:"page_host,omitempty"`
 	Grounding       *GroundingRecord   `json:"grounding,omitempty"`
 	Values          map[string]string  `json:"values,omitempty"`
+	Unpinned        string             `json:"unpinned,omitempty"`
 }
 
 // GroundingRecord is policy.Grounding: what a grounding rule found.
@@ -109,7 +110,7 @@ func FromEffect(e policy.Effect) EffectRecord {
 	r := EffectRecord{
 		Sink: e.Sink, Action: e.Action, Origin: e.Origin, Tool: e.Tool, Target: e.Target, Confined: e.Confined,
 		Recipient: e.Recipient, Provider: e.Provider, Method: e.Method, Host: e.Host, Path: e.Path, Atom: e.Atom,
-		Declared: e.Declared, Class: e.Class, PageHost: e.PageHost, Values: maps.Clone(e.Values),
+		Declared: e.Declared, Class: e.Class, PageHost: e.PageHost, Values: maps.Clone(e.Values), Unpinned: e.Unpinned,
 		FromProgram: e.FromProgram, Ambiguous: e.Ambiguous, PathFold: e.PathFold,
 	}
 	r.Contract, r.ProgramContract = recordContract(e.Contract), recordContract(e.ProgramContract)
@@ -138,7 +139,7 @@ func (r EffectRecord) Effect() policy.Effect {
 	e := policy.Effect{
 		Sink: r.Sink, Action: r.Action, Origin: r.Origin, Tool: r.Tool, Target: r.Target, Confined: r.Confined,
 		Recipient: r.Recipient, Provider: r.Provider, Method: r.Method, Host: r.Host, Path: r.Path, Atom: r.Atom,
-		Declared: r.Declared, Class: r.Class, PageHost: r.PageHost, Values: r.Values,
+		Declared: r.Declared, Class: r.Class, PageHost: r.PageHost, Values: r.Values, Unpinned: r.Unpinned,
 		FromProgram: r.FromProgram, Ambiguous: r.Ambiguous, PathFold: r.PathFold,
 	}
 	if r.Contract != nil {

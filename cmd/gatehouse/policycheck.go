@@ -9,10 +9,11 @@ import (
 
 	"github.com/gatehouse/gatehouse/grounding"
 	"github.com/gatehouse/gatehouse/policy"
+	mcpsink "github.com/gatehouse/gatehouse/sinks/mcp"
 	"github.com/gatehouse/gatehouse/sinks/provider"
 )
 
-const policyCheckUsage = `Usage: gatehouse policy check [--policy F] [--providers F] [--grounding F] [--json]
+const policyCheckUsage = `Usage: gatehouse policy check [--policy F] [--providers F] [--grounding F] [--mcp-servers F] [--json]
 
 Loads each file given with the loaders gatehouse serve uses (the policy
 rules file, the provider catalogue, the grounding rules) and checks them
@@ -27,7 +28,9 @@ against each other before anything is served:
     the catalogue.
 
 Each problem is printed with its file, rule and what to write instead.
---grounding needs --providers, as serve does. Run it first on a new
+--grounding needs --providers, as serve does; with --mcp-servers, grounding
+rules may also match upstream MCP tool calls (provider <server>, POST
+/tools/<tool>). Run it first on a new
 deployment, and after every change to one of the files.
 
 Exit status: 0 no problems, 1 problems listed, 2 bad usage.
@@ -58,13 +61,14 @@ type checkReport struct {
 
 func cmdPolicyCheck(_ context.Context, env *cliEnv, args []string) error {
 	var (
-		policyFile, providersFile, groundingFile string
-		asJSON                                   bool
+		policyFile, providersFile, groundingFile, mcpFile string
+		asJSON                                            bool
 	)
 	fs := newEnvFlags(env, "policy check", policyCheckUsage)
 	fs.StringVar(&policyFile, "policy", "", "the policy rules file")
 	fs.StringVar(&providersFile, "providers", "", "the provider catalogue")
 	fs.StringVar(&groundingFile, "grounding", "", "the grounding rules file (needs --providers)")
+	fs.StringVar(&mcpFile, "mcp-servers", "", "the catalogue of upstream MCP servers, whose tool calls grounding rules may match")
 	fs.BoolVar(&asJSON, "json", false, "print the report as JSON")
 	pos, err := fs.parse(args)
 	if err != nil {
@@ -79,7 +83,7 @@ func cmdPolicyCheck(_ context.Context, env *cliEnv, args []string) error {
 	case groundingFile != "" && providersFile == "":
 		return usageError("--grounding needs --providers: grounding rules are checked against the catalogue, as serve does")
 	}
-	rep := runPolicyCheck(policyFile, providersFile, groundingFile)
+	rep := runPolicyCheck(policyFile, providersFile, groundingFile, mcpFile)
 	if err := writeReport(env.stdout, asJSON, rep, func() { printPolicyCheck(env.stdout, rep) }); err != nil {
 		return err
 	}
@@ -90,7 +94,7 @@ func cmdPolicyCheck(_ context.Context, env *cliEnv, args []string) error {
 }
 
 // runPolicyCheck loads the files given ("" for none) and checks them.
-func runPolicyCheck(policyFile, providersFile, groundingFile string) *checkReport {
+func runPolicyCheck(policyFile, providersFile, groundingFile, mcpFile string) *checkReport {
 	rep := &checkReport{Problems: []checkProblem{}}
 	fail := func(file string, err error, fix string) {
 		rep.Problems = append(rep.Problems, checkProblem{File: file, Problem: err.Error(), Fix: fix})
@@ -110,8 +114,21 @@ func runPolicyCheck(policyFile, providersFile, groundingFile string) *checkRepor
 				plural(len(c.Providers), "provider"), plural(len(c.Integrations), "integration"), plural(ops, "operation")))
 		}
 	}
+	var tools []string
+	if mcpFile != "" {
+		var err error
+		if tools, err = toolServerNames(mcpFile); err != nil {
+			fail(mcpFile, err, "fix the catalogue so it loads; serve refuses to start with it")
+		} else {
+			rep.Files = append(rep.Files, fmt.Sprintf("%s: %s", mcpFile, plural(len(tools), "MCP server")))
+		}
+	}
 	if groundingFile != "" {
-		checkGroundingFile(rep, groundingFile, cat, fail)
+		var gcat grounding.Catalogue
+		if cat != nil {
+			gcat = cat.WithToolServers(tools...)
+		}
+		checkGroundingFile(rep, groundingFile, gcat, fail)
 	}
 	if policyFile != "" {
 		pol, err := policy.Load(policyFile)
@@ -133,7 +150,7 @@ func runPolicyCheck(policyFile, providersFile, groundingFile string) *checkRepor
 
 // checkGroundingFile loads the grounding rules as serve does and reports
 // what each rule grounds, or every problem.
-func checkGroundingFile(rep *checkReport, file string, cat *provider.Catalogue, fail func(string, error, string)) {
+func checkGroundingFile(rep *checkReport, file string, cat grounding.Catalogue, fail func(string, error, string)) {
 	rules, err := grounding.Load(file)
 	if err != nil {
 		fail(file, err, "fix the file so it loads; until then serve refuses every provider call")
@@ -176,6 +193,23 @@ func writeReport(w io.Writer, asJSON bool, v any, text func()) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(v)
+}
+
+// toolServerNames lists the servers of the MCP catalogue at path ("" for
+// none), loaded as serve loads it.
+func toolServerNames(path string) ([]string, error) {
+	if path == "" {
+		return nil, nil
+	}
+	cat, err := mcpsink.LoadCatalogue(path)
+	if err != nil {
+		return nil, err
+	}
+	names := make([]string, len(cat.Servers))
+	for i, s := range cat.Servers {
+		names[i] = s.Name
+	}
+	return names, nil
 }
 
 func plural(n int, what string) string {

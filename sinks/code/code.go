@@ -42,8 +42,9 @@
 // ($GATEHOUSE_GATEWAY_IN). A request is the provider sink's params, a JSON
 // object ({"provider": "erp", "method": "GET", "path": "/invoices/7",
 // "atom": "erp.read"}); the sink proposes it through the broker as a
-// provider call of the same run with the code effect's own origin and tool,
-// so it is decided (the origin table, contracts, scopes, grounding,
+// provider call of the same run by Gatehouse itself (broker.Internal) with
+// the origin the broker established for the code effect, passed in
+// process, so it is decided (the origin table, contracts, scopes, grounding,
 // deployment rules), recorded and carried out like any agent's call, and
 // the reply is the broker's EffectReply. The program cannot choose its
 // origin: a request with an "origin" member other than the code's own is
@@ -105,7 +106,7 @@ type Config struct {
 // Proposer is what gateway calls are proposed through; *broker.Broker
 // satisfies it.
 type Proposer interface {
-	Propose(ctx context.Context, sink policy.Sink, data []byte) *broker.EffectReply
+	Propose(ctx context.Context, from broker.Caller, sink policy.Sink, data []byte) *broker.EffectReply
 }
 
 // DefaultPrograms are the interpreters offered when Config.Programs is nil.
@@ -279,7 +280,7 @@ func (s *Sink) Perform(ctx context.Context, run *broker.Run, req *broker.EffectR
 	}
 	var gw *gateway
 	if b := s.gateway.Load(); b != nil {
-		gw = &gateway{p: b.Proposer, run: run.ID, origin: prop.Effect.Origin, tool: req.Tool}
+		gw = &gateway{p: b.Proposer, run: run.ID, origin: prop.Effect.Origin}
 		spec.Gateway = gw.serve
 	}
 	res, err := s.sb.Run(ctx, spec)
@@ -303,7 +304,6 @@ type gateway struct {
 	p       Proposer
 	run     string
 	origin  policy.Origin
-	tool    string
 	calls   int // proposed to the broker
 	refused int // answered with an error before anything was proposed
 }
@@ -323,14 +323,16 @@ func (g *gateway) serve(ctx context.Context, line []byte) []byte {
 		return marshalReply(&broker.EffectReply{Run: g.run, Error: &broker.ErrorBody{Code: code, Message: err.Error() + "; " + advice}})
 	}
 	g.calls++
-	data, err := json.Marshal(broker.EffectRequest{Run: g.run, Action: gatewayAction, Origin: g.origin, Tool: g.tool, Params: params})
+	data, err := json.Marshal(broker.EffectRequest{Run: g.run, Action: gatewayAction, Params: params})
 	if err != nil { // params is a JSON object already decoded once
 		return marshalReply(&broker.EffectReply{Run: g.run, Error: &broker.ErrorBody{Code: broker.CodeInternal, Message: err.Error()}})
 	}
-	// The call comes from this program, whose own operations are not read
-	// yet (nil contract): the provider sink holds a mutating call from
-	// registry or model code to them (unverified-model-code).
-	return marshalReply(g.p.Propose(broker.ContextWithProgramContract(ctx, nil), policy.SinkProvider, data))
+	// The origin travels in process, as the sink established it for this
+	// program, never in a field the program could write; so does the
+	// program's contract, whose operations are not read yet (nil): the
+	// provider sink holds a mutating call from registry or model code to
+	// it (unverified-model-code).
+	return marshalReply(g.p.Propose(broker.ContextWithProgramContract(ctx, nil), broker.Internal(g.origin), policy.SinkProvider, data))
 }
 
 // params checks a request is a JSON object and takes out an "origin"

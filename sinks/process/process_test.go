@@ -119,7 +119,7 @@ func TestHostCommandLimitsKillTheTree(t *testing.T) {
 	// A grandchild in its own session outliving its parent must die too.
 	p, _ := json.Marshal(process.Params{Argv: []string{"sh", "-c", "setsid sleep 60 & sleep 60"}, TimeoutMS: 300})
 	start := time.Now()
-	r, err := env.Agent.Effect(sinktest.Ctx(t), policy.SinkProcess, broker.EffectRequest{Run: run, Action: "exec", Origin: policy.OriginShipped, Params: p})
+	r, err := env.Effect(t, policy.SinkProcess, broker.EffectRequest{Run: run, Action: "exec", Origin: policy.OriginShipped, Params: p})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -167,16 +167,18 @@ func FuzzDescribe(f *testing.F) {
 }
 
 // BenchmarkRoundTrip runs /usr/bin/true on the host as a process effect:
-// request over NATS, decided in strict mode, recorded, run, answered.
+// request over NATS from an agent the deployment declared shipped, decided
+// in strict mode, recorded, run, answered.
 func BenchmarkRoundTrip(b *testing.B) {
 	env := sinktest.Start(b, policy.ModeStrict, "", sinks)
-	run := env.Open(b, broker.OpenWork{Tenant: "acme", Person: "ada"})
-	req := broker.EffectRequest{Run: run, Action: "exec", Origin: policy.OriginShipped, Params: json.RawMessage(`{"argv":["true"]}`)}
+	builder := env.NamedAgent(b, "builder", policy.OriginShipped)
+	run := env.Open(b, broker.OpenWork{Tenant: "acme", Person: "ada", Agent: "builder"})
+	req := broker.EffectRequest{Run: run, Action: "exec", Params: json.RawMessage(`{"argv":["true"]}`)}
 	lat := make([]time.Duration, 0, b.N)
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		t0 := time.Now()
-		r, err := env.Agent.Effect(sinktest.Ctx(b), policy.SinkProcess, req)
+		r, err := builder.Effect(sinktest.Ctx(b), policy.SinkProcess, req)
 		lat = append(lat, time.Since(t0))
 		if err != nil || r.Outcome == nil || r.Outcome.Status != "ok" {
 			b.Fatalf("%v %+v", err, r)
@@ -200,7 +202,7 @@ func TestCommandsRunAsASandboxUID(t *testing.T) {
 	env := sinktest.Start(t, policy.ModeStrict, "", sinks)
 	run := env.Open(t, broker.OpenWork{Tenant: "acme", Person: "ada"})
 	p, _ := json.Marshal(process.Params{Argv: []string{"sh", "-c", "id -u; id -G; stat -c %u .; cat " + secret}})
-	r, err := env.Agent.Effect(sinktest.Ctx(t), policy.SinkProcess, broker.EffectRequest{Run: run, Action: "exec", Origin: policy.OriginShipped, Params: p})
+	r, err := env.Effect(t, policy.SinkProcess, broker.EffectRequest{Run: run, Action: "exec", Origin: policy.OriginShipped, Params: p})
 	if err != nil || r.Outcome == nil {
 		t.Fatalf("%v %+v", err, r)
 	}

@@ -12,12 +12,13 @@ import (
 
 // LoadGrounding reads the grounding rules file at path and checks it
 // against cat (grounding.Rules.Resolve): every rule's match must fit
-// operations the catalogue declares and every read must be a GET some
-// integration declares. It is the one loader serve, its reloads and
+// operations cat declares and every read must be a GET some integration
+// declares. cat is the sink's GroundingCatalogue (a *Catalogue, or one
+// WithToolServers made). It is the one loader serve, its reloads and
 // gatehouse policy check use. The error names the file and every problem;
 // serve then runs with grounding.Unreadable(path, err), which refuses
 // every provider call.
-func LoadGrounding(path string, cat *Catalogue) (*grounding.Rules, error) {
+func LoadGrounding(path string, cat grounding.Catalogue) (*grounding.Rules, error) {
 	r, err := grounding.Load(path)
 	if err != nil {
 		return nil, err
@@ -27,6 +28,47 @@ func LoadGrounding(path string, cat *Catalogue) (*grounding.Rules, error) {
 
 // Catalogue returns the catalogue the sink calls providers from.
 func (s *Sink) Catalogue() *Catalogue { return s.cat }
+
+// GroundingCatalogue returns what the sink checks grounding rules
+// against: its catalogue and the tool servers of Config.ToolServers.
+func (s *Sink) GroundingCatalogue() grounding.Catalogue { return s.gcat }
+
+// ToolCallTemplate is the path an upstream MCP tool call stands as in
+// grounding rules: a POST of its arguments to /tools/<tool> on provider
+// <server> (see sinks/mcp).
+const ToolCallTemplate = "/tools/{tool}"
+
+// WithToolServers returns c for grounding rules, with each named upstream
+// MCP server as a provider whose one operation is POST /tools/{tool}, the
+// form the mcp sink grounds a tool call in; a provider of c keeps its name
+// when a server has the same one.
+func (c *Catalogue) WithToolServers(servers ...string) grounding.Catalogue {
+	if len(servers) == 0 {
+		return c
+	}
+	g := toolServers{cat: c, servers: map[string]bool{}}
+	for _, n := range servers {
+		g.servers[n] = true
+	}
+	return g
+}
+
+type toolServers struct {
+	cat     *Catalogue
+	servers map[string]bool
+}
+
+func (g toolServers) Operations(p string) ([]grounding.Operation, bool) {
+	if ops, ok := g.cat.Operations(p); ok {
+		return ops, true
+	}
+	if g.servers[p] {
+		return []grounding.Operation{{Integration: p + " (MCP server)", Method: "POST", Template: ToolCallTemplate}}, true
+	}
+	return nil, false
+}
+
+func (g toolServers) BasePath(p string) string { return g.cat.BasePath(p) }
 
 // PolicyProblem is one reason a rule of a policy file does not fit the
 // catalogue (gatehouse policy check).

@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gatehouse/gatehouse/grounding"
 	"github.com/gatehouse/gatehouse/policy"
 	"github.com/gatehouse/gatehouse/sinks/provider"
 )
@@ -60,5 +61,43 @@ approvals:
 		if !strings.HasPrefix(got[i], want[i]) {
 			t.Errorf("problem %d:\n got %s\nwant %s", i, got[i], want[i])
 		}
+	}
+}
+
+// TestToolServers: grounding rules may match an upstream MCP server's tool
+// calls (POST /tools/<tool> on provider <server>) once the server is
+// named; without it the rule names an unknown provider.
+func TestToolServers(t *testing.T) {
+	cat, err := provider.ParseCatalogue("providers.yaml", []byte(catalogue("http://127.0.0.1:1")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rules, err := grounding.Parse("g.yaml", []byte(`grounding:
+  - name: upstream-transfer
+    match: {provider: bank, path: /tools/transfer}
+    bind: [{name: supplier, read: {provider: erp, path: "/suppliers/{id}"}, where: {id: request.json.supplier}}]
+    require: [{field: request.json.iban, equals: supplier.iban, as: iban}]
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rules.Resolve(cat); err == nil || !strings.Contains(err.Error(), `provider "bank" is not in the provider catalogue`) {
+		t.Fatalf("without the server: %v", err)
+	}
+	r, err := rules.Resolve(cat.WithToolServers("bank", "notes"))
+	if err != nil || r.Resolved()[0].Operations[0].String() != "bank (MCP server) POST /tools/{tool}" {
+		t.Fatalf("with the server: %v %+v", err, r.Resolved())
+	}
+	bad, err := grounding.Parse("g.yaml", []byte(`grounding:
+  - name: t
+    match: {provider: bank, path: /tool/transfer}
+    selectors_from: [input]
+    require: [{field: request.json.iban, equals: input.iban, as: iban}]
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := bad.Resolve(cat.WithToolServers("bank")); err == nil || !strings.Contains(err.Error(), "/tool/transfer fits no operation") {
+		t.Fatalf("a misspelt tool path: %v", err)
 	}
 }

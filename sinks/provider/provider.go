@@ -49,9 +49,13 @@ type Config struct {
 	// DefaultCredentialTTL, negative does not cache.
 	CredentialTTL time.Duration
 	// Grounding are the grounding rules; nil checks nothing. New checks
-	// them against Catalogue (grounding.Rules.Resolve) and fails when they
-	// do not fit it; LoadGrounding reads a file that way.
+	// them against Catalogue and ToolServers (grounding.Rules.Resolve) and
+	// fails when they do not fit; LoadGrounding reads a file that way.
 	Grounding *grounding.Rules
+	// ToolServers names the upstream MCP servers whose tool calls the
+	// mcp sink grounds with these rules (as POST /tools/<tool> on provider
+	// <server>), so rules may match them.
+	ToolServers []string
 	// Records keeps the responses grounding relies on, shared by every
 	// broker; nil is a *KVRecords on the js given to New.
 	Records RecordStore
@@ -68,6 +72,7 @@ type Sink struct {
 	cache   *ttlcache.Cache[credKey, Credential]
 	ttl     time.Duration
 	rules   atomic.Pointer[grounding.Rules] // swapped by SetGrounding
+	gcat    grounding.Catalogue             // what rules are resolved against
 	records RecordStore
 	log     *slog.Logger
 	now     func() time.Time
@@ -92,7 +97,8 @@ func New(ctx context.Context, js jetstream.JetStream, cfg Config) (*Sink, error)
 	}
 	s := &Sink{cat: cfg.Catalogue, creds: cfg.Credentials, ttl: cfg.CredentialTTL,
 		records: cfg.Records, log: cfg.Logger, now: cfg.Now, clients: map[string]*http.Client{}}
-	rules, err := cfg.Grounding.Resolve(cfg.Catalogue)
+	s.gcat = cfg.Catalogue.WithToolServers(cfg.ToolServers...)
+	rules, err := cfg.Grounding.Resolve(s.gcat)
 	if err != nil {
 		return nil, err
 	}

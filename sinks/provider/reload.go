@@ -22,7 +22,7 @@ func (s *Sink) SetGrounding(rules *grounding.Rules) error {
 	if rules != nil && s.records == nil {
 		return ErrNoRecordStore
 	}
-	rules, err := rules.Resolve(s.cat)
+	rules, err := rules.Resolve(s.gcat)
 	if err != nil {
 		return err
 	}

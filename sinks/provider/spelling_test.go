@@ -240,7 +240,7 @@ func TestProgramContract(t *testing.T) {
 	run := s.open(t, "ada")
 	propose := func(ctx context.Context, p map[string]any) *broker.EffectReply {
 		raw, _ := json.Marshal(request(run, policy.OriginModel, p))
-		return s.env.Broker.Propose(ctx, policy.SinkProvider, raw)
+		return s.env.Broker.Propose(ctx, broker.Internal(policy.OriginModel), policy.SinkProvider, raw)
 	}
 	payOnly := &policy.Contract{Operations: []policy.Operation{{Method: "post", Template: "payments"}}}
 	readOnly := &policy.Contract{Operations: []policy.Operation{{Method: "GET", Template: "/invoices/{id}"}}}
