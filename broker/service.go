@@ -92,6 +92,9 @@ func Serve(nc *nats.Conn, b *Broker, cfg ServiceConfig) (*Service, error) {
 	if err := s.addApprovals(add); err != nil {
 		return nil, s.fail(err)
 	}
+	if err := s.addTools(add); err != nil { // tools.go
+		return nil, s.fail(err)
+	}
 	// One endpoint for every sink, the sink named by the subject's last
 	// token, so a request for a sink this broker does not serve (a typo)
 	// is answered UNKNOWN_SINK, naming the sinks it serves, instead of
@@ -230,6 +233,10 @@ func replyError(v any) *ErrorBody {
 	case *CloseWorkReply:
 		return v.Error
 	case *ApprovalReply:
+		return v.Error
+	case *ToolsReply:
+		return v.Error
+	case *WaitReply:
 		return v.Error
 	}
 	return nil

@@ -161,6 +161,29 @@ var cmdDocs = map[string]cmdDoc{
 		},
 		exits: []exitDoc{{0, "a confined tier works"}, {1, "only \"unconfined\" is left"}, {2, "bad usage"}},
 	},
+	"policy check": {
+		examples: []string{
+			"gatehouse policy check --policy rules.yaml",
+			"gatehouse policy check --policy rules.yaml --providers providers.yaml --grounding grounding.yaml --json",
+		},
+		exits: []exitDoc{{0, "no problems"}, {1, "problems listed"}, {2, "bad usage"}},
+	},
+	"mcp": {
+		examples: []string{
+			"gatehouse mcp --run r_01m8n75ye327hsa7apgb8fqfxn --agent invoice-bot      # an MCP client launches this",
+			"gatehouse mcp token invoice-bot                                          # a bearer token for serve --mcp-http",
+			"gatehouse mcp upstream show files --json",
+		},
+		exits: []exitDoc{{0, "the client closed the session (or the token was made)"}, {1, "Gatehouse could not be reached"}, {2, "bad usage"}},
+	},
+	"mcp upstream": {
+		examples: []string{
+			"gatehouse mcp upstream list",
+			"gatehouse mcp upstream show files",
+			"gatehouse mcp upstream accept files --tool read_file --note \"reviewed by rita\"",
+		},
+		exits: []exitDoc{{0, "done (show: nothing changed)"}, {1, "show: changes wait for review"}, {2, "bad usage"}},
+	},
 	"version": {
 		examples: []string{"gatehouse version", "gatehouse version --json"},
 		exits:    []exitDoc{{0, "printed"}},

@@ -11,6 +11,7 @@ import (
 )
 
 const policyUsage = `Usage: gatehouse policy review [DIR] [--json]
+       gatehouse policy check [--policy F] [--providers F] [--grounding F] [--json]
 
 Reads a journal (DIR, default DATA_DIR/journal) and lists what strict mode
 would have refused or held while Gatehouse ran in report mode, grouped by
@@ -20,14 +21,21 @@ Every suggested rule was checked: it loads, and in strict mode it lets the
 recorded effect through (or holds it for a reviewer's approval).
 
 The same review is on the dashboard's Policy review page.
+
+policy check loads the policy, the provider catalogue and the grounding
+rules as serve does and checks them against each other; see
+'gatehouse policy check --help'.
 `
 
-func cmdPolicy(_ context.Context, env *cliEnv, args []string) error {
+func cmdPolicy(ctx context.Context, env *cliEnv, args []string) error {
 	if done, err := subcommandHelp(env, args, "policy", policyUsage); done {
 		return err
 	}
+	if args[0] == "check" {
+		return cmdPolicyCheck(ctx, env, args[1:])
+	}
 	if args[0] != "review" {
-		return unknownSubcommand("policy", args[0], "review")
+		return unknownSubcommand("policy", args[0], "review", "check")
 	}
 	var (
 		dataDir string
@@ -51,12 +59,8 @@ func cmdPolicy(_ context.Context, env *cliEnv, args []string) error {
 		}
 		return err
 	}
-	if asJSON {
-		if err := printJSON(env, rep); err != nil {
-			return err
-		}
-	} else {
-		printReview(env.stdout, rep)
+	if err := writeReport(env.stdout, asJSON, rep, func() { printReview(env.stdout, rep) }); err != nil {
+		return err
 	}
 	if len(rep.Findings) > 0 {
 		return &exitError{code: exitFindings}
