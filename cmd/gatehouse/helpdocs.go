@@ -184,6 +184,14 @@ var cmdDocs = map[string]cmdDoc{
 		},
 		exits: []exitDoc{{0, "done (show: nothing changed)"}, {1, "show: changes wait for review"}, {2, "bad usage"}},
 	},
+	"sinks": {
+		examples: []string{
+			"gatehouse sinks                  # every sink's actions and params",
+			"gatehouse sinks memory.put",
+			"gatehouse sinks code --json      # with the params' JSON Schema",
+		},
+		exits: []exitDoc{{0, "listed"}, {2, "no such sink or action, or bad usage"}},
+	},
 	"version": {
 		examples: []string{"gatehouse version", "gatehouse version --json"},
 		exits:    []exitDoc{{0, "printed"}},

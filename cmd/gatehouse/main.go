@@ -93,6 +93,7 @@ Commands:
   status    show a deployment as an operator sees it: NATS servers, streams, brokers, the writer's lag
   bench     drive many agents over NATS and report decisions/s, latency and journal lag
   sandbox   self-test the sandbox tiers on this machine (sandbox check)
+  sinks     every sink's actions and the params each takes (sinks/REFERENCE.md)
   version   print the version
 
 Run 'gatehouse <command> --help' (or 'gatehouse help <command>') for a
@@ -145,6 +146,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 		return cmdBench(ctx, env, rest)
 	case "sandbox":
 		return cmdSandbox(ctx, env, rest)
+	case "sinks":
+		return cmdSinks(ctx, env, rest)
 	case "version", "--version":
 		return cmdVersion(env, rest)
 	case "help", "-h", "--help":

@@ -213,7 +213,7 @@ func cmdWorkClose(ctx context.Context, env *cliEnv, args []string) error {
 }
 
 const effectUsage = `Usage:
-  gatehouse effect SINK --run RUN [--action A] [--params JSON] [--origin O] [--tool T]
+  gatehouse effect SINK --run RUN [--action A] [--params JSON] [--agent NAME] [--json]
   gatehouse effect output --run RUN [--status ok] [--result JSON]
 
 An agent's side: propose one effect for a run and print the decision and,
@@ -239,7 +239,7 @@ func cmdEffect(ctx context.Context, env *cliEnv, args []string) error {
 	fs := newEnvFlags(env, "effect", effectUsage)
 	cf.register(fs)
 	fs.StringVar(&req.Run, "run", "", "the run id the application opened (required)")
-	fs.StringVar(&req.Action, "action", "", "the sink's action (output: deliver)")
+	fs.StringVar(&req.Action, "action", "", "the sink's action; a sink with one action (output, code, process, provider) needs none (gatehouse sinks lists them)")
 	fs.StringVar(&params, "params", "", "the sink's params as a JSON object")
 	fs.StringVar(&origin, "origin", "", "normally left out: Gatehouse establishes the origin (model, or what the deployment declared for --agent); naming another is refused")
 	fs.StringVar(&req.Tool, "tool", "", "normally left out: Gatehouse names the effect SINK.ACTION; naming another is refused")
@@ -289,7 +289,14 @@ func cmdEffect(ctx context.Context, env *cliEnv, args []string) error {
 		req.Params = json.RawMessage(params)
 	}
 	if req.Action == "" {
-		return usageError("--action is required for sink %s", sink)
+		switch acts := actionsOf(sink); len(acts) {
+		case 1:
+			req.Action = acts[0] // the sink's only action
+		case 0:
+			return usageHint("effect", fmt.Sprintf("--action is required for sink %s (gatehouse sinks lists every sink's actions)", sink))
+		default:
+			return usageHint("effect", fmt.Sprintf("--action is required for sink %s: one of %s (their params: gatehouse sinks %s)", sink, strings.Join(acts, ", "), sink))
+		}
 	}
 	c, err := cf.dial(client.Agent)
 	if err != nil {
