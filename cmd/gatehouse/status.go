@@ -55,9 +55,9 @@ type statusReport struct {
 }
 
 type statusServer struct {
-	Name        string `json:"name"`
-	Cluster     string `json:"cluster,omitempty"`
-	Version     string `json:"version,omitempty"`
+	Name    string `json:"name"`
+	Cluster string `json:"cluster,omitempty"`
+	Version string `json:"version,omitempty"`
 	// The figures are nil when unknown: without the system account only an
 	// embedded server's own broker can tell them.
 	Connections *int   `json:"connections,omitempty"`
