@@ -9,7 +9,6 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"strings"
@@ -95,28 +94,10 @@ func privateFromRaw(b []byte) (ed25519.PrivateKey, error) {
 	return nil, fmt.Errorf("%w: %d bytes, want a 32-byte seed or a 64-byte key", errNotKey, len(b))
 }
 
-// readKeyFile reads at most maxKeyFile bytes of a regular file.
+// readKeyFile reads a key file: a regular file of at most maxKeyFile
+// bytes, opened without blocking (readUserFile).
 func readKeyFile(path string) ([]byte, os.FileInfo, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, nil, err
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, nil, err
-	}
-	if !fi.Mode().IsRegular() {
-		return nil, nil, fmt.Errorf("%s is not a regular file", path)
-	}
-	b, err := io.ReadAll(io.LimitReader(f, maxKeyFile+1))
-	if err != nil {
-		return nil, nil, err
-	}
-	if len(b) > maxKeyFile {
-		return nil, nil, fmt.Errorf("%s is larger than a key file (%d bytes at most)", path, maxKeyFile)
-	}
-	return b, fi, nil
+	return readUserFileInfo(path, maxKeyFile)
 }
 
 // loadPrivateKeyFile reads a private key file, warning on log when other

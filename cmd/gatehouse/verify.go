@@ -58,13 +58,18 @@ func cmdVerify(ctx context.Context, env *cliEnv, args []string) error {
 		if err != nil {
 			return err
 		}
-		return verifyExport(env, export, asJSON, opts)
+		return verifyExport(ctx, env, export, asJSON, opts)
 	}
 	dir, err := journalDirArg(dataDir, pos, "verify")
 	if err != nil {
 		return err
 	}
-	rep, err := vi.verify(ctx, dir)
+	sc := &verifyScope{require: vi.require}
+	var rep *journal.Report
+	err = interruptible(ctx, func() (err error) {
+		rep, err = vi.verify(ctx, dir, sc)
+		return err
+	})
 	var ee *exitError
 	if errors.As(err, &ee) {
 		return err
@@ -78,12 +83,20 @@ func cmdVerify(ctx context.Context, env *cliEnv, args []string) error {
 		}
 		return &exitError{code: exitUsage, err: fmt.Errorf("verify %s: %w", dir, err)}
 	}
+	return reportVerify(env, dir, dir, rep, sc, asJSON)
+}
+
+// reportVerify prints a verify's report (name is how the text names the
+// folder) and gives its exit status.
+func reportVerify(env *cliEnv, dir, name string, rep *journal.Report, sc *verifyScope, asJSON bool) error {
+	collapseUnsigned(rep)
+	checked, notChecked := sc.describe(rep)
 	if asJSON {
-		if err := printJSON(env, rep); err != nil {
+		if err := printJSON(env, verifyOutput{Dir: dir, Report: rep, Checked: checked, NotChecked: nonNilStrings(notChecked)}); err != nil {
 			return err
 		}
 	} else {
-		printReport(env, dir, rep)
+		printReport(env, name, rep, checked, notChecked)
 	}
 	if !rep.OK {
 		return &exitError{code: exitFindings}
@@ -91,7 +104,14 @@ func cmdVerify(ctx context.Context, env *cliEnv, args []string) error {
 	return nil
 }
 
-func printReport(env *cliEnv, dir string, r *journal.Report) {
+func nonNilStrings(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
+
+func printReport(env *cliEnv, dir string, r *journal.Report, checked, notChecked []string) {
 	state := "intact"
 	if !r.OK {
 		state = fmt.Sprintf("TAMPERING FOUND (%d finding(s))", len(r.Findings))
@@ -103,26 +123,30 @@ func printReport(env *cliEnv, dir string, r *journal.Report) {
 	for _, n := range r.Notes {
 		fmt.Fprintf(env.stdout, "  note: %s\n", n)
 	}
+	for _, c := range checked {
+		fmt.Fprintf(env.stdout, "  checked: %s\n", c)
+	}
+	for _, c := range notChecked {
+		fmt.Fprintf(env.stdout, "  not checked: %s\n", c)
+	}
 }
 
 // verifyExport checks an evidence export (evidence.VerifyExportWith).
-func verifyExport(env *cliEnv, dir string, asJSON bool, opts evidence.VerifyOptions) error {
-	rep, err := evidence.VerifyExportWith(dir, opts)
+func verifyExport(ctx context.Context, env *cliEnv, dir string, asJSON bool, opts evidence.VerifyOptions) error {
+	var rep *journal.Report
+	err := interruptible(ctx, func() (err error) {
+		rep, err = evidence.VerifyExportWith(dir, opts)
+		return err
+	})
+	var ee *exitError
+	if errors.As(err, &ee) {
+		return err
+	}
 	if err != nil {
 		if asJSON {
 			_ = printJSON(env, map[string]any{"dir": dir, "ok": false, "error": err.Error()})
 		}
 		return &exitError{code: exitUsage, err: fmt.Errorf("verify --export %s: %w", dir, err)}
 	}
-	if asJSON {
-		if err := printJSON(env, rep); err != nil {
-			return err
-		}
-	} else {
-		printReport(env, dir+" (export)", rep)
-	}
-	if !rep.OK {
-		return &exitError{code: exitFindings}
-	}
-	return nil
+	return reportVerify(env, dir, dir+" (export)", rep, verifyExportScope(opts), asJSON)
 }

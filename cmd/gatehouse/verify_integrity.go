@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"os"
 
 	"golang.org/x/mod/sumdb/note"
 
@@ -39,10 +38,11 @@ type cpText struct {
 	err  error
 }
 
-// verify runs journal.Verify with the flags' keys and checkpoints. A
-// checkpoint that does not open (bad signature, missing cosignature) is a
-// bad-checkpoint finding; flags that cannot be used are usage errors.
-func (v *verifyIntegrity) verify(ctx context.Context, dir string) (*journal.Report, error) {
+// verify runs journal.Verify with the flags' keys and checkpoints and
+// says what it checked (sc). A checkpoint that does not open (bad
+// signature, missing cosignature) is a bad-checkpoint finding; flags that
+// cannot be used are usage errors.
+func (v *verifyIntegrity) verify(ctx context.Context, dir string, sc *verifyScope) (*journal.Report, error) {
 	var opts journal.VerifyOptions
 	if len(v.trusted) > 0 {
 		keys, err := loadTrustedKeys(v.trusted...)
@@ -57,7 +57,7 @@ func (v *verifyIntegrity) verify(ctx context.Context, dir string) (*journal.Repo
 	}
 	var texts []cpText
 	for _, f := range v.checkpoints {
-		b, err := os.ReadFile(f)
+		b, err := readUserFile(f, 64<<10)
 		if err != nil {
 			return nil, usageError("--checkpoint: %v", err)
 		}
@@ -67,6 +67,7 @@ func (v *verifyIntegrity) verify(ctx context.Context, dir string) (*journal.Repo
 		if v.logKey != "" || len(v.witnessKeys) > 0 {
 			return nil, usageError("--log-key and --witness-key need --checkpoint or --witness")
 		}
+		sc.keys = opts.Keys
 		return journal.Verify(dir, opts)
 	}
 	if v.logKey == "" {
@@ -93,7 +94,9 @@ func (v *verifyIntegrity) verify(ctx context.Context, dir string) (*journal.Repo
 			continue
 		}
 		cps = append(cps, cp)
+		sc.checkpoints = append(sc.checkpoints, usedCheckpoint{from: t.from, cp: cp})
 	}
+	sc.keys = opts.Keys
 	if len(cps) > 0 {
 		opts.Checkpoint = cps[0]
 	}
