@@ -9,7 +9,6 @@ import (
 	"testing"
 )
 
-
 // replaceWith turns path into a file of kind: a named pipe, a symbolic
 // link to /dev/zero or to a regular file outside the folder, a folder.
 func replaceWith(t tb, path, kind, outside string) {

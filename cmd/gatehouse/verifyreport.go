@@ -182,4 +182,3 @@ func collapseUnsigned(rep *journal.Report) {
 func verifyExportScope(opts evidence.VerifyOptions) *verifyScope {
 	return &verifyScope{export: true, keys: opts.Keys, require: opts.RequireSignatures, proofKeys: opts.Checkpoint.Log != nil}
 }
-
