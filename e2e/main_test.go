@@ -105,12 +105,12 @@ func serveWith(t testing.TB, dataDir string, adjust func(*exec.Cmd), args ...str
 	t.Helper()
 	args = append([]string{"serve", "--data-dir", dataDir, "--nats-port", "-1", "--http", "127.0.0.1:0"}, args...)
 	cmd := exec.Command(bin, args...)
+	cmd.Env = cleanEnv()
 	if adjust != nil {
-		adjust(cmd)
+		adjust(cmd) // may add to the environment
 	}
 	out := &bytes.Buffer{}
 	cmd.Stdout, cmd.Stderr = out, out
-	cmd.Env = cleanEnv()
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}

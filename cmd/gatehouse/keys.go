@@ -147,13 +147,12 @@ type vkey struct {
 
 func parseVKey(s string) (vkey, bool) {
 	s = strings.TrimSpace(s)
-	if strings.Count(s, "+") != 2 {
+	if _, err := journal.NewNoteVerifier(s); err != nil { // name+hash+base64 (whose base64 may hold '+')
 		return vkey{}, false
 	}
-	if _, err := journal.NewNoteVerifier(s); err != nil {
-		return vkey{}, false
-	}
-	raw, _ := base64.StdEncoding.DecodeString(s[strings.LastIndexByte(s, '+')+1:])
+	_, rest, _ := strings.Cut(s, "+")
+	_, key, _ := strings.Cut(rest, "+")
+	raw, _ := base64.StdEncoding.DecodeString(key)
 	return vkey{text: s, witness: raw[0] != 1, pub: ed25519.PublicKey(raw[1:])}, true
 }
 
