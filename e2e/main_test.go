@@ -48,20 +48,7 @@ type result struct {
 // gh runs the binary to completion.
 func gh(t *testing.T, args ...string) result {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, args...)
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	cmd.Env = cleanEnv()
-	err := cmd.Run()
-	r := result{stdout: out.String(), stderr: errb.String()}
-	if ee, ok := err.(*exec.ExitError); ok {
-		r.code = ee.ExitCode()
-	} else if err != nil {
-		t.Fatalf("gatehouse %s: %v", strings.Join(args, " "), err)
-	}
-	return r
+	return ghEnv(t, nil, args...)
 }
 
 // cleanEnv is the environment without GATEHOUSE_ settings of the machine.
