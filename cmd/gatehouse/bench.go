@@ -235,7 +235,9 @@ func benchGatehouse(ctx context.Context, env *cliEnv, c *benchConfig) (benchFigu
 				if c.requests > 0 && n >= c.requests || c.requests == 0 && time.Now().After(stop) || ctx.Err() != nil {
 					return
 				}
-				rctx, cancel := context.WithTimeout(ctx, c.cf.timeout)
+				// Not cancelled by an interrupt: a request in flight finishes
+				// (its attempt and outcome recorded) before bench closes the run.
+				rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cf.timeout)
 				t0 := time.Now()
 				reply, err := benchEffect(rctx, agents[i], c.sink, runs[i], n)
 				d := time.Since(t0)

@@ -21,7 +21,6 @@ import (
 	"github.com/gatehouse/gatehouse/broker"
 	"github.com/gatehouse/gatehouse/broker/embedded"
 	"github.com/gatehouse/gatehouse/broker/identity"
-	"github.com/gatehouse/gatehouse/broker/journal"
 	"github.com/gatehouse/gatehouse/broker/subject"
 	"github.com/gatehouse/gatehouse/browser"
 	"github.com/gatehouse/gatehouse/dashboard"
@@ -209,8 +208,8 @@ func cmdServe(ctx context.Context, env *cliEnv, args []string) error {
 	if err != nil {
 		return err
 	}
-	if _, err := journal.EnsureStream(ctx, js, c.replicas); err != nil {
-		return fmt.Errorf("journal stream: %w", err)
+	if err := ensureJournalStream(ctx, js, c.replicas, log); err != nil { // startup.go: asks again on a timeout
+		return err
 	}
 	runs, err := broker.OpenKVRuns(ctx, js, c.replicas)
 	if err != nil {
