@@ -426,18 +426,10 @@ func (l *loadGen) stop(t *testing.T) ([]benchResult, []ackedEffect) {
 func waitHTTP(t testing.TB, url string, code int) string {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
-	var last string
 	for {
-		resp, err := http.Get(url)
-		if err == nil {
-			b, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			if resp.StatusCode == code {
-				return string(b)
-			}
-			last = resp.Status + " " + string(b)
-		} else {
-			last = err.Error()
+		body, last, ok := cluster.Get(url, code)
+		if ok {
+			return body
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("GET %s: want %d, last %s", url, code, last)

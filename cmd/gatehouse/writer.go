@@ -5,7 +5,6 @@ import (
 	"fmt"
 
 	"github.com/nats-io/nats.go/jetstream"
-
 )
 
 const writerUsage = `Usage: gatehouse writer --nats-url URL [--nats-creds FILE] [--journal-dir DIR] [--http ADDR]

@@ -131,20 +131,11 @@ func (p *Proc) WaitOutput(t testing.TB, re *regexp.Regexp, timeout time.Duration
 // timeout with the last answer.
 func (p *Proc) WaitHTTP(t testing.TB, url string, code int, timeout time.Duration) string {
 	t.Helper()
-	client := &http.Client{Timeout: 5 * time.Second}
 	deadline := time.Now().Add(timeout)
-	var last string
 	for {
-		resp, err := client.Get(url)
-		if err == nil {
-			b, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			if resp.StatusCode == code {
-				return string(b)
-			}
-			last = resp.Status + " " + string(b)
-		} else {
-			last = err.Error()
+		body, last, ok := Get(url, code)
+		if ok {
+			return body
 		}
 		if ok, _ := p.Exited(); ok {
 			p.failf(t, "exited while GET %s answered %s", url, last)
@@ -157,4 +148,20 @@ func (p *Proc) WaitHTTP(t testing.TB, url string, code int, timeout time.Duratio
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
+}
+
+// Get fetches url once: the body when it answers code (ok), else what it
+// answered (status and body, or the error).
+func Get(url string, code int) (body, last string, ok bool) {
+	client := &http.Client{Timeout: 5 * time.Second}
+	resp, err := client.Get(url)
+	if err != nil {
+		return "", err.Error(), false
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode == code {
+		return string(b), "", true
+	}
+	return "", resp.Status + " " + string(b), false
 }
