@@ -282,6 +282,7 @@ func (s *Sink) Describe(ctx context.Context, run *broker.Run, req *broker.Effect
 		return nil, err
 	}
 	prop := &broker.Proposal{Effect: e, State: c}
+	s.programContract(ctx, &prop.Effect, c.prov)
 	if c.body != nil {
 		prop.Size, prop.Digest = int64(len(c.body)), digest(c.body)
 	}

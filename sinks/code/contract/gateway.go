@@ -329,3 +329,18 @@ func eachChild(n *Node, f func(*Node)) {
 		}
 	}
 }
+
+// Client describes the client module as the reader models it, for the
+// test that holds the module to it: its functions (with the method each
+// fixes, "" for call), the keywords call takes, and the modules it
+// imports.
+func Client() (functions map[string]string, keywords []string, imports []string) {
+	functions = map[string]string{"call": ""}
+	for k, v := range clientMethods {
+		functions[k] = v
+	}
+	for k := range clientKeywords {
+		keywords = append(keywords, k)
+	}
+	return functions, keywords, append([]string{}, clientImports...)
+}

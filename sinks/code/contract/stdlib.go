@@ -210,7 +210,7 @@ func denyReason(cat byte) (Reason, string) {
 // clientImports are the modules the gatehouse client module itself
 // imports: a file beside the program named like one would run in its
 // place. A test checks this against the client's source.
-var clientImports = []string{"json", "os"}
+var clientImports = []string{"base64", "json", "os", "urllib"}
 
 // moduleKnown reports whether the reader follows module name (a dotted
 // name), and if it must not be used, why.
