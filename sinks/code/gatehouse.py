@@ -99,13 +99,16 @@ class Response:
         return "<gatehouse.Response %s>" % self.status
 
 
+# The descriptors are read when the module is imported, before the program
+# runs: a program changing its environment changes nothing here.
+_OUT, _IN = _os.environ.get("GATEHOUSE_GATEWAY_OUT"), _os.environ.get("GATEHOUSE_GATEWAY_IN")
 _channel = None
 
 
 def _open():
     global _channel
     if _channel is None:
-        out, inp = _os.environ.get("GATEHOUSE_GATEWAY_OUT"), _os.environ.get("GATEHOUSE_GATEWAY_IN")
+        out, inp = _OUT, _IN
         if not out or not inp:
             raise Error("NO_GATEWAY", "this program runs without Gatehouse's gateway, so it cannot call providers")
         _channel = (_os.fdopen(int(out), "w", buffering=1, encoding="utf-8"),

@@ -143,6 +143,9 @@ func (st *state) builtinAttr(fr *frame, b builtin, name string) value {
 	switch b.name {
 	case "super":
 		return st.superAttr(b, name)
+	case "type-of":
+		st.problem(ReasonIntrospection, "reads %s of a value's type", name)
+		return top{}
 	case "str", "bytes", "int", "float", "list", "dict", "set", "tuple", "frozenset", "bool":
 		switch b.name + "." + name {
 		case "dict.fromkeys":
@@ -157,14 +160,20 @@ func (st *state) builtinAttr(fr *frame, b builtin, name string) value {
 	if isExceptionName(b.name) || strings.HasPrefix(b.name, "gatehouse.") {
 		return data{hint: name}
 	}
-	return nil
+	st.problem(ReasonUnknownHelper, "reads %s of %s, which the reader does not know", name, b.name)
+	return top{}
 }
 
 // getAttr reads v.name.
 func (st *state) getAttr(fr *frame, v value, name string) value {
 	if isDunder(name) {
-		if b, ok := v.(builtin); ok && b.name == "super" {
+		switch b, ok := v.(builtin); {
+		case ok && b.name == "super":
 			return st.superAttr(b, name)
+		case harmlessDunders[name]:
+			return data{hint: strings.Trim(name, "_")} // names and docs: text
+		case name == "__class__" && !isModule(v):
+			return builtin{name: "type-of"} // what type() gives
 		}
 		st.problem(ReasonIntrospection, "reads %s of %s", name, describe(v))
 		return top{}
@@ -202,7 +211,12 @@ func (st *state) getAttr(fr *frame, v value, name string) value {
 		}
 		return r
 	case gen:
-		return builtin{name: "generator." + name, self: x}
+		switch name {
+		case "send", "close", "throw":
+			return builtin{name: "generator." + name, self: x}
+		}
+		st.problem(ReasonIntrospection, "reads %s of a generator", name)
+		return top{}
 	case top:
 		return top{}
 	case *fn:
@@ -486,6 +500,9 @@ func (st *state) callBuiltin(fr *frame, b builtin, a *args, site *Node) value {
 	switch name {
 	case "noop":
 		return noneV
+	case "type-of":
+		st.problem(ReasonUnknownCallee, "calls a value's type, a class the reader cannot tell")
+		return top{}
 	case "dataclass.__init__":
 		c, _ := b.arg.(class)
 		return st.dataclassInit(fr, b.self, c.c, a)
@@ -847,9 +864,10 @@ func (st *state) callPythonBuiltin(fr *frame, name string, a *args, site *Node) 
 	case "type":
 		if len(a.pos) == 3 {
 			st.problem(ReasonIntrospection, "makes a class with type(name, bases, namespace)")
+			return top{}, true
 		}
 		touchAll()
-		return top{}, true // a class the reader cannot follow: calling it is unverified
+		return builtin{name: "type-of"}, true // a class the reader cannot follow: calling it is unverified
 	case "open":
 		return st.open(fr, a), true
 	case "super":
@@ -1022,3 +1040,8 @@ func clip(s string) string {
 	}
 	return s
 }
+
+// harmlessDunders are the special attributes a program may read: text.
+var harmlessDunders = map[string]bool{"__name__": true, "__qualname__": true, "__module__": true, "__doc__": true}
+
+func isModule(v value) bool { _, ok := v.(module); return ok }

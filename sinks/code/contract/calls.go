@@ -174,7 +174,7 @@ func (st *state) callFn(f *fn, self value, a *args, site *Node) value {
 	if st.onStack(def) {
 		return st.summarize(f, self)
 	}
-	fr := &frame{vars: map[string]value{}, ctx: st.intern(st.cur, def, site), scope: st.scopeOf(def), parent: f.closure, glob: st.glob, fn: f, self: self}
+	fr := &frame{vars: map[string]value{}, ctx: st.intern(st.cur, def, site), scope: st.scopeOf(def), parent: f.closure, glob: st.glob, fn: f, self: self, late: st.late > 0}
 	if !st.bind(fr, f, self, a) {
 		return nil // the arguments do not fit: TypeError
 	}
@@ -207,7 +207,7 @@ func (st *state) summarize(f *fn, self value) value {
 		return top{}
 	}
 	st.summing[f.def] = true
-	fr := &frame{vars: map[string]value{}, ctx: st.intern(st.cur, f.def, f.def), scope: st.scopeOf(f.def), parent: f.closure, glob: st.glob, fn: f, self: self}
+	fr := &frame{vars: map[string]value{}, ctx: st.intern(st.cur, f.def, f.def), scope: st.scopeOf(f.def), parent: f.closure, glob: st.glob, fn: f, self: self, late: st.late > 0}
 	if self != nil {
 		self = top{}
 	}
@@ -389,7 +389,7 @@ func (st *state) consume(g gen) value {
 	if g.f == nil || st.onStack(g.f.def) {
 		return top{}
 	}
-	cf := &frame{vars: cloneVars(g.fr.vars), ctx: g.fr.ctx, scope: g.fr.scope, parent: g.fr.parent, glob: st.glob, gen: true, fn: g.fr.fn, self: g.fr.self}
+	cf := &frame{vars: cloneVars(g.fr.vars), ctx: g.fr.ctx, scope: g.fr.scope, parent: g.fr.parent, glob: st.glob, gen: true, fn: g.fr.fn, self: g.fr.self, late: st.late > 0}
 	st.stack = append(st.stack, g.f.def)
 	saved := st.cur
 	st.cur = cf.ctx
@@ -486,7 +486,7 @@ func (st *state) compFrame(fr *frame, n *Node) *frame {
 	if hasWalrus(n) {
 		st.problem(ReasonUnsupported, "an assignment expression (:=) inside a comprehension")
 	}
-	return &frame{vars: map[string]value{}, ctx: st.intern(st.cur, n, nil), scope: s, parent: parent, glob: st.glob, comp: true}
+	return &frame{vars: map[string]value{}, ctx: st.intern(st.cur, n, nil), scope: s, parent: parent, glob: st.glob, comp: true, late: st.late > 0}
 }
 
 func hasWalrus(n *Node) bool {
@@ -503,9 +503,11 @@ func (st *state) compLoop(cf *frame, gens []*Node, i int, it value, body func())
 		return
 	}
 	items, elem := st.iterItems(cf, it)
+	start := cloneVars(cf.vars)
+	var after map[string]value // where the loop variables are left: any item's (closures read them later)
 	each := func(item value) {
-		saved := cloneVars(cf.vars)
-		defer func() { cf.vars = saved }()
+		cf.vars = cloneVars(start)
+		defer func() { after = joinVars(after, cf.vars); cf.vars = after }()
 		st.assign(cf, g.Node("target"), item)
 		for _, cond := range g.Nodes("ifs") {
 			v := st.eval(cf, cond)
@@ -733,7 +735,9 @@ func (st *state) escapeDepth(fr *frame, v value, depth int) {
 			return
 		}
 		st.escaped[key] = true
+		st.late++
 		r := st.call(fr, x, topArgs(), nil)
+		st.late--
 		st.escapeDepth(fr, r, depth+1)
 	case gen:
 		st.escapeDepth(fr, st.consume(x), depth+1)

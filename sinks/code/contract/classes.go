@@ -65,7 +65,7 @@ func (st *state) defineClass(fr *frame, n *Node) value {
 	if fr.class || fr.scope == nil {
 		parent = fr.parent
 	}
-	cf := &frame{vars: map[string]value{}, ctx: st.intern(st.cur, n, nil), class: true, parent: parent, glob: st.glob, defining: ci}
+	cf := &frame{vars: map[string]value{}, ctx: st.intern(st.cur, n, nil), class: true, parent: parent, glob: st.glob, defining: ci, late: st.late > 0}
 	if !st.execBlock(cf, n.Nodes("body")) {
 		return nil
 	}
@@ -208,9 +208,8 @@ func (st *state) instantiate(fr *frame, c *classInfo, a *args, site *Node) value
 			st.touch(fr, v)
 		}
 	}
-	if lookupRaw(c, "__del__", 0) != nil {
-		st.touch(fr, self)
-	}
+	// Python may call its special methods at any point from now on.
+	st.touch(fr, self)
 	return self
 }
 
@@ -246,15 +245,30 @@ func (st *state) setInstanceAttr(fr *frame, o *object, name string, v value) {
 
 // touch follows the special methods of the instances in v, which Python
 // may call on its own wherever v now goes.
-func (st *state) touch(fr *frame, v value) {
+func (st *state) touch(fr *frame, v value) { st.touchDepth(fr, v, 0) }
+
+func (st *state) touchDepth(fr *frame, v value, depth int) {
+	if depth > 4 {
+		return
+	}
 	for _, a := range alts(v) {
-		r, ok := a.(ref)
-		if !ok || r.o.kind != objInstance || r.o.cls == nil {
-			if t, ok := a.(tuple); ok {
-				for _, it := range t.items {
-					st.touch(fr, it)
-				}
+		switch x := a.(type) {
+		case tuple:
+			for _, it := range x.items {
+				st.touchDepth(fr, it, depth+1)
 			}
+			continue
+		case seq:
+			st.touchDepth(fr, x.elem, depth+1)
+			continue
+		}
+		r, ok := a.(ref)
+		if ok && r.o.kind != objInstance {
+			st.touchDepth(fr, r.o.elem, depth+1)
+			st.touchDepth(fr, r.o.keyElem, depth+1)
+			continue
+		}
+		if !ok || r.o.cls == nil {
 			continue
 		}
 		k := fnKey{self: [2]any{"touch", r.o}}
@@ -262,11 +276,13 @@ func (st *state) touch(fr *frame, v value) {
 			continue
 		}
 		st.escaped[k] = true
+		st.late++
 		for _, name := range st.dunders(r.o.cls) {
 			if m := st.classAttr(r.o.cls, name, a); m != nil {
 				st.call(fr, m, topArgs(), nil)
 			}
 		}
+		st.late--
 	}
 }
 

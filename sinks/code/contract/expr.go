@@ -249,6 +249,8 @@ func (st *state) evalName(fr *frame, n *Node) value {
 	if strings.HasPrefix(name, "__") && strings.HasSuffix(name, "__") {
 		switch name {
 		case "__name__", "__file__", "__doc__":
+		case "__debug__":
+			return trueV
 		default:
 			st.problem(ReasonIntrospection, "uses %s", name)
 			return top{}

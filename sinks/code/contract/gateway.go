@@ -77,6 +77,9 @@ func (st *state) gateway(fr *frame, fn string, a *args, site *Node) value {
 func (st *state) recordOps(provider, method, path value) {
 	var providers, methods, templates []string
 	for _, p := range alts(provider) {
+		if _, isConst := p.(cnst); isConst {
+			continue // not a str: the client raises before sending
+		}
 		s, ok := p.(strv)
 		t, known := s.known()
 		if !ok || !known {
@@ -86,6 +89,9 @@ func (st *state) recordOps(provider, method, path value) {
 		providers = append(providers, t)
 	}
 	for _, m := range alts(method) {
+		if _, isConst := m.(cnst); isConst {
+			continue
+		}
 		s, ok := m.(strv)
 		t, known := s.known()
 		if !ok || !known {
@@ -100,7 +106,7 @@ func (st *state) recordOps(provider, method, path value) {
 	for _, p := range alts(path) {
 		s, ok := p.(strv)
 		if !ok {
-			if isNone(p) {
+			if _, isConst := p.(cnst); isConst {
 				continue // the client refuses a path that is not text
 			}
 			st.problem(ReasonURLAtRunTime, "the path of this gateway call is computed at run time (%s)", describe(p))

@@ -55,11 +55,17 @@ func (st *state) alloc(site any, k objKind) *object {
 // pass replaces the one made in an earlier one.
 func (st *state) grow(slot *value, v value) {
 	n := join(*slot, v)
+	if !same(n, *slot) && st.pass >= heapWiden { // still growing: what keeps changing is widened
+		n = join(*slot, widen(v))
+	}
 	if !same(n, *slot) {
 		st.heapGrew = true
 	}
 	*slot = n
 }
+
+// heapWiden is the pass after which heap values that still grow are widened.
+const heapWiden = 3
 
 // ctx names a frame across passes: the frame of def, called at site from
 // the frame named parent. Passes make new frames; values that hold one
@@ -220,6 +226,7 @@ type frame struct {
 	glob     *frame
 	class    bool       // a class body: functions defined here do not see it
 	comp     bool       // a comprehension: a walrus binds in the frame around it
+	late     bool       // made while reading code that runs at a time the reader cannot tell
 	defining *classInfo // a class body: the class being made
 
 	loops []*loopCtx

@@ -14,6 +14,15 @@ type state struct {
 	heap     map[any]*object
 	ctxs     map[ctx]*ctx
 	cur      *ctx // the frame being run
+	// ever is, for every frame, the join of every value each name was
+	// bound to, anywhere in the program: what code that runs at a time the
+	// reader cannot tell (a callback handed away, a special method Python
+	// calls on its own) may read. late counts the readings of such code in
+	// progress: names of frames made before it are read through ever.
+	ever   map[*ctx]map[string]value
+	late   int
+	raised value // every exception the program raises, for the handlers that catch one
+	pass   int
 	heapGrew bool
 	classes  map[*Node]*classInfo
 	scopes   map[*Node]*scopeInfo
@@ -48,7 +57,7 @@ const (
 )
 
 func analyse(t *Tree, opts Options) (c *Contract) {
-	st := &state{tree: t, opts: opts, heap: map[any]*object{}, ctxs: map[ctx]*ctx{}, classes: map[*Node]*classInfo{},
+	st := &state{tree: t, opts: opts, heap: map[any]*object{}, ctxs: map[ctx]*ctx{}, ever: map[*ctx]map[string]value{}, classes: map[*Node]*classInfo{},
 		scopes: map[*Node]*scopeInfo{}, genDefs: map[*Node]bool{}, bound: map[string]bool{}, imported: map[string]bool{}}
 	st.maxSteps = opts.MaxSteps
 	if st.maxSteps <= 0 {
@@ -59,6 +68,7 @@ func analyse(t *Tree, opts Options) (c *Contract) {
 	c = &Contract{}
 	settled := false
 	for pass := 0; pass < maxPasses; pass++ {
+		st.pass = pass
 		st.heapGrew = false
 		st.ops = map[Operation]bool{}
 		st.problems = map[Problem]bool{}
@@ -225,7 +235,13 @@ func (st *state) exec(fr *frame, n *Node) bool {
 		return false
 	case "Raise":
 		if n.Has("exc") {
-			st.eval(fr, n.Node("exc"))
+			exc := st.eval(fr, n.Node("exc"))
+			for _, a := range alts(exc) {
+				if c, ok := a.(class); ok { // raise E: Python makes the instance
+					a = st.instantiate(fr, c.c, &args{}, n)
+				}
+				st.grow(&st.raised, a)
+			}
 		}
 		if n.Has("cause") {
 			st.eval(fr, n.Node("cause"))
@@ -533,7 +549,8 @@ func (st *state) execTry(fr *frame, n *Node) bool {
 			st.eval(fr, h.Node("type"))
 		}
 		if name := h.Str("name"); name != "" {
-			st.setVar(fr, name, data{hint: name})
+			// A builtin exception or the gateway's (plain data), or any the program raises.
+			st.setVar(fr, name, join(data{hint: name}, st.raised))
 		}
 		if st.execBlock(fr, h.Nodes("body")) {
 			out = joinVars(out, fr.vars)
@@ -598,12 +615,14 @@ func (st *state) setVar(fr *frame, name string, v value) {
 	if fr.scope != nil && !fr.class {
 		if fr.scope.globals[name] {
 			st.glob.vars[name] = join(st.glob.vars[name], v)
+			st.remember(st.glob, name, v)
 			return
 		}
 		if fr.scope.nonlocals[name] {
 			for p := fr.parent; p != nil; p = p.parent {
 				if p.scope != nil && p.scope.locals[name] {
 					p.vars[name] = join(p.vars[name], v)
+					st.remember(p, name, v)
 					return
 				}
 			}
@@ -611,9 +630,34 @@ func (st *state) setVar(fr *frame, name string, v value) {
 		}
 	}
 	fr.vars[name] = v
+	st.remember(fr, name, v)
 	for _, t := range fr.tries {
 		t[name] = join(t[name], v)
 	}
+}
+
+// remember joins v into what name of fr is ever bound to.
+func (st *state) remember(fr *frame, name string, v value) {
+	if fr.ctx == nil || v == nil {
+		return
+	}
+	m := st.ever[fr.ctx]
+	if m == nil {
+		m = map[string]value{}
+		st.ever[fr.ctx] = m
+	}
+	slot := m[name]
+	st.grow(&slot, v)
+	m[name] = slot
+}
+
+// seen is what reading name of fr gives: its value now, or in code that
+// runs at a time the reader cannot tell, every value it is ever bound to.
+func (st *state) seen(fr *frame, name string, v value) value {
+	if st.late == 0 || fr.late {
+		return v
+	}
+	return join(v, st.ever[fr.ctx][name])
 }
 
 // lookup reads a name: the frame's own (or, in a function, not yet bound:
@@ -624,25 +668,24 @@ func (st *state) lookup(fr *frame, name string) (value, bool) {
 		case fr.scope.globals[name]:
 			return st.globalOrBuiltin(name)
 		case fr.scope.locals[name]:
-			return fr.vars[name], true // nil when not bound yet: reading it raises
+			return st.seen(fr, name, fr.vars[name]), true // nil when not bound yet: reading it raises
 		}
 	} else if v, ok := fr.vars[name]; ok {
-		return v, true
+		return st.seen(fr, name, v), true
 	}
 	for p := fr.parent; p != nil; p = p.parent {
 		if p.class {
 			continue
 		}
 		if p.scope != nil && p.scope.locals[name] {
-			v := p.vars[name]
-			return v, true
+			return st.seen(p, name, p.vars[name]), true
 		}
 	}
 	return st.globalOrBuiltin(name)
 }
 
 func (st *state) globalOrBuiltin(name string) (value, bool) {
-	if v, ok := st.glob.vars[name]; ok {
+	if v := st.seen(st.glob, name, st.glob.vars[name]); v != nil {
 		return v, true
 	}
 	if v := builtinName(name); v != nil {
@@ -810,6 +853,9 @@ func describe(v value) string {
 	case module:
 		return "the module " + v.name
 	case builtin:
+		if v.name == "type-of" {
+			return "a value's type"
+		}
 		return v.name
 	case *fn:
 		return "the function " + v.name

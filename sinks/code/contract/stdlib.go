@@ -163,7 +163,7 @@ var modules = map[string]*modInfo{
 	"urllib":       {attrs: attrs('m', "parse")},
 	"urllib.parse": {attrs: with(attrs('s', "quote quote_plus quote_from_bytes"), 'p', "unquote unquote_plus urlencode urlparse urlsplit urlunparse urlunsplit urljoin parse_qs parse_qsl urldefrag")},
 	"warnings":     {rest: 'p'},
-	"traceback":    {rest: 'p'},
+	"traceback":    {attrs: attrs('p', "print_exc format_exc print_exception format_exception format_exception_only print_stack format_stack")},
 	"shlex":        {rest: 'p'},
 	"fnmatch":      {rest: 'p'},
 	"glob":         {rest: 'p'},
