@@ -11,18 +11,18 @@ type state struct {
 	tree *Tree
 	opts Options
 
-	heap     map[any]*object
-	ctxs     map[ctx]*ctx
-	cur      *ctx // the frame being run
+	heap map[any]*object
+	ctxs map[ctx]*ctx
+	cur  *ctx // the frame being run
 	// ever is, for every frame, the join of every value each name was
 	// bound to, anywhere in the program: what code that runs at a time the
 	// reader cannot tell (a callback handed away, a special method Python
 	// calls on its own) may read. late counts the readings of such code in
 	// progress: names of frames made before it are read through ever.
-	ever   map[*ctx]map[string]value
-	late   int
-	raised value // every exception the program raises, for the handlers that catch one
-	pass   int
+	ever     map[*ctx]map[string]value
+	late     int
+	raised   value // every exception the program raises, for the handlers that catch one
+	pass     int
 	heapGrew bool
 	classes  map[*Node]*classInfo
 	scopes   map[*Node]*scopeInfo
