@@ -47,7 +47,7 @@ func cmdContract(ctx context.Context, env *cliEnv, args []string) error {
 		files  listFlag
 		entry  string
 		tiers  listFlag
-		uid    int
+		uids   string
 		python string
 	)
 	fs := newEnvFlags(env, "contract read", contractUsage)
@@ -55,7 +55,7 @@ func cmdContract(ctx context.Context, env *cliEnv, args []string) error {
 	fs.Var(&files, "files", "names of the files written beside the program")
 	fs.StringVar(&entry, "entry", "", "a function the runner calls after the module's body")
 	fs.Var(&tiers, "sandbox-tiers", "sandbox tiers to try for the parser (default bubblewrap,namespaces,landlock,unconfined)")
-	fs.intVar(&uid, "sandbox-uid", 65534, "the unprivileged uid the parser runs as")
+	fs.stringVar(&uids, "sandbox-uid", defaultSandboxUIDs, sandboxUIDUsage)
 	fs.StringVar(&python, "python", "/usr/bin/python3", "the Python interpreter, as the sandbox sees it")
 	pos, err := fs.parse(args[1:])
 	if err != nil {
@@ -75,7 +75,7 @@ func cmdContract(ctx context.Context, env *cliEnv, args []string) error {
 	if err != nil {
 		return usageError("contract read: %v", err)
 	}
-	cfg, err := sandboxConfig(tiers, uid)
+	cfg, err := sandboxConfig(tiers, uids)
 	if err != nil {
 		return err
 	}
@@ -122,12 +122,12 @@ func printContract(w io.Writer, name string, c *contract.Contract) {
 
 // openCode builds the code sink: its contract reader in sb and the
 // registry of stored integrations on js, closed with the sink set.
-func openCode(ctx context.Context, js jetstream.JetStream, c *serveConfig, sb *sandbox.Sandbox, log *slog.Logger, s *sinkSet) (*code.Sink, error) {
+func openCode(ctx context.Context, js jetstream.JetStream, c *serveConfig, sb *sandbox.Sandbox, log *slog.Logger, s *sinkSet, sameUID bool) (*code.Sink, error) {
 	reader := code.NewReader(sb, code.ReaderConfig{Logger: log})
 	reg, err := code.OpenRegistry(ctx, js, code.RegistryConfig{Reader: reader, Replicas: c.replicas, Logger: log})
 	if err != nil {
 		return nil, fmt.Errorf("integration registry: %w", err)
 	}
 	s.closers = append(s.closers, reg.Close)
-	return code.New(sb, code.Config{Reader: reader, Registry: reg}), nil
+	return code.New(sb, code.Config{Reader: reader, Registry: reg, AllowSameUID: sameUID}), nil
 }

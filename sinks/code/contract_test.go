@@ -255,7 +255,7 @@ func TestGatewayShippedCodeKeepsTheCatalogue(t *testing.T) {
 	g, _, _ := startContractGateway(t, policy.ModeStrict, detected(t), erp, false)
 	run := g.Open(t, broker.OpenWork{Tenant: "acme", Person: "ada"})
 	p, _ := json.Marshal(code.Params{Program: "python3", Source: showPy + `show("PAY", gatehouse.post, "erp", sys.argv[1], atom="erp.pay")`, Args: []string{"/payments"}})
-	r, err := g.Agent.Effect(sinktest.Ctx(t), policy.SinkCode, broker.EffectRequest{Run: run, Action: "run", Origin: policy.OriginShipped, Params: p})
+	r, err := g.Effect(t, policy.SinkCode, broker.EffectRequest{Run: run, Action: "run", Origin: policy.OriginShipped, Params: p})
 	if err != nil || r.Decision.Outcome != journal.OutcomeAllowed {
 		t.Fatalf("%v %+v", err, r)
 	}
@@ -284,7 +284,7 @@ func TestRegistryReadsContractsWhenStoredAndWhenChanged(t *testing.T) {
 	run := g.Open(t, broker.OpenWork{Tenant: "acme", Person: "ada"})
 	src := showPy + `show("PAY", gatehouse.post, "erp", "/payments", atom="erp.pay", body={"amount": "1.00"})`
 	params, _ := json.Marshal(code.RegisterParams{Name: "erp-pay", Program: "python3", Source: src, Effect: policy.EffectWrite})
-	r, err := g.Agent.Effect(ctx, policy.SinkCode, broker.EffectRequest{Run: run, Action: "register", Origin: policy.OriginModel, Params: params})
+	r, err := g.Agent.Effect(ctx, policy.SinkCode, broker.EffectRequest{Run: run, Action: "register", Params: params})
 	if err != nil || r.Decision.Outcome != journal.OutcomeAllowed || r.Error != nil {
 		t.Fatalf("register: %v %+v", err, r)
 	}
@@ -324,7 +324,7 @@ func TestRegistryReadsContractsWhenStoredAndWhenChanged(t *testing.T) {
 	runIt := func(run string) map[string]any {
 		t.Helper()
 		p, _ := json.Marshal(code.Params{Integration: "erp-pay"})
-		r, err := g.Agent.Effect(ctx, policy.SinkCode, broker.EffectRequest{Run: run, Action: "run", Origin: policy.OriginShipped, Params: p})
+		r, err := g.Agent.Effect(ctx, policy.SinkCode, broker.EffectRequest{Run: run, Action: "run", Params: p})
 		if err != nil || r.Decision.Outcome != journal.OutcomeAllowed {
 			t.Fatalf("run the integration: %v %+v", err, r)
 		}
@@ -391,7 +391,7 @@ func TestRegisterRefusesCodeBeyondItsDeclaredEffect(t *testing.T) {
 	run := g.Open(t, broker.OpenWork{Tenant: "acme", Person: "ada"})
 	params, _ := json.Marshal(code.RegisterParams{Name: "cleanup", Program: "python3", Effect: policy.EffectRead,
 		Source: "import gatehouse\ngatehouse.delete('erp', '/invoices/INV-7')\n"})
-	_, err := g.Agent.Effect(sinktest.Ctx(t), policy.SinkCode, broker.EffectRequest{Run: run, Action: "register", Origin: policy.OriginModel, Params: params})
+	_, err := g.Agent.Effect(sinktest.Ctx(t), policy.SinkCode, broker.EffectRequest{Run: run, Action: "register", Params: params})
 	var eb *broker.ErrorBody
 	if !errors.As(err, &eb) || eb.Code != broker.CodeBadRequest || !strings.Contains(eb.Message, "beyond the read effect") {
 		t.Fatalf("register beyond its effect: %v", err)
