@@ -105,7 +105,13 @@ func (r *Reader) Read(ctx context.Context, python string, source []byte, opts co
 }
 
 // Tree runs the parser on source in the sandbox and returns its output.
+// It refuses to run the parser as the broker's own user outside a
+// confined tier (sandbox.ErrNoSeparateUID): the program's contract is
+// then unverified, which fails closed.
 func (r *Reader) Tree(ctx context.Context, python string, source []byte) ([]byte, error) {
+	if !r.sb.Confined() && !r.sb.SeparateUID() {
+		return nil, fmt.Errorf("the parser would run unconfined as Gatehouse's own user: %w", sandbox.ErrNoSeparateUID)
+	}
 	res, err := r.sb.Run(ctx, sandbox.Spec{
 		Argv:   []string{python, "-I", "-S", "-B", "-c", contract.Dumper},
 		Env:    []string{"PATH=/usr/bin:/bin", "LANG=C.UTF-8", "HOME=/tmp"},

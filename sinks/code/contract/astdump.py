@@ -9,83 +9,101 @@
 #        every field of the node in ast order, except expression contexts.
 # Constants: {"_": "Constant", "value": {"t": "str"|"int"|"float"|"complex"|"bytes"|"bool"|"none"|"ellipsis", "v": ...}}
 #        str values that are not valid Unicode (lone surrogates) are {"t": "str", "bad": true}.
-import ast
-import json
+import _ast
 import sys
+
+from _json import encode_basestring as _q
 
 sys.setrecursionlimit(100000)
 
 VERSION = 1
+ONLY_AST = 0x400  # ast.PyCF_ONLY_AST: the ast module itself is not imported, which halves the start
 
 
 def const(v):
     if v is None:
-        return {"t": "none"}
+        return '{"t":"none"}'
     if v is Ellipsis:
-        return {"t": "ellipsis"}
+        return '{"t":"ellipsis"}'
     if isinstance(v, bool):
-        return {"t": "bool", "v": v}
+        return '{"t":"bool","v":%s}' % ("true" if v else "false")
     if isinstance(v, int):
-        return {"t": "int", "v": str(v)}
+        return '{"t":"int","v":"%d"}' % v
     if isinstance(v, float):
-        return {"t": "float", "v": repr(v)}
+        return '{"t":"float","v":%s}' % _q(repr(v))
     if isinstance(v, complex):
-        return {"t": "complex", "v": repr(v)}
+        return '{"t":"complex","v":%s}' % _q(repr(v))
     if isinstance(v, bytes):
-        return {"t": "bytes", "v": v.hex()}
+        return '{"t":"bytes","v":"%s"}' % v.hex()
     if isinstance(v, str):
         try:
             v.encode("utf-8")
         except UnicodeEncodeError:
-            return {"t": "str", "bad": True}
-        return {"t": "str", "v": v}
-    return {"t": "unknown"}
+            return '{"t":"str","bad":true}'
+        return '{"t":"str","v":%s}' % _q(v)
+    return '{"t":"unknown"}'
 
 
-def enc(n):
-    if isinstance(n, ast.AST):
-        d = {"_": type(n).__name__}
+def text(s):
+    try:
+        s.encode("utf-8")
+    except UnicodeEncodeError:
+        return _q("\ufffd")
+    return _q(s)
+
+
+def enc(n, out):
+    if isinstance(n, _ast.AST):
+        out.append('{"_":"%s"' % type(n).__name__)
         if hasattr(n, "lineno"):
-            d["@"] = [n.lineno, n.col_offset]
+            out.append(',"@":[%d,%d]' % (n.lineno, n.col_offset))
+        const_node = isinstance(n, _ast.Constant)
         for f in n._fields:
             if f == "ctx" or f == "type_comment":
                 continue
+            out.append(',"%s":' % f)
             v = getattr(n, f, None)
-            if isinstance(n, ast.Constant) and f == "value":
-                d[f] = const(v)
+            if const_node and f == "value":
+                out.append(const(v))
             else:
-                d[f] = enc(v)
-        return d
-    if isinstance(n, list):
-        return [enc(x) for x in n]
-    if n is None or isinstance(n, (bool, int, str)):
-        if isinstance(n, str):
-            try:
-                n.encode("utf-8")
-            except UnicodeEncodeError:
-                return "\ufffd"
-        return n
-    return const(n)
+                enc(v, out)
+        out.append("}")
+    elif isinstance(n, list):
+        out.append("[")
+        for i, x in enumerate(n):
+            if i:
+                out.append(",")
+            enc(x, out)
+        out.append("]")
+    elif n is None:
+        out.append("null")
+    elif isinstance(n, bool):
+        out.append("true" if n else "false")
+    elif isinstance(n, int):
+        out.append("%d" % n)
+    elif isinstance(n, str):
+        out.append(text(n))
+    else:
+        out.append(const(n))
 
 
 def dump(src):
     """Returns the JSON text of the tree of src (bytes)."""
-    out = {"v": VERSION, "python": "%d.%d.%d" % sys.version_info[:3],
-           "stdlib": sorted(getattr(sys, "stdlib_module_names", ()))}
+    head = '{"v":%d,"python":"%d.%d.%d","stdlib":[%s]' % (
+        (VERSION,) + tuple(sys.version_info[:3]) + (",".join(_q(m) for m in sorted(getattr(sys, "stdlib_module_names", ()))),))
     try:
-        tree = ast.parse(src, filename="main.py")
-        out["module"] = enc(tree)
-        return json.dumps(out, separators=(",", ":"), ensure_ascii=False)
+        tree = compile(src, "main.py", "exec", ONLY_AST, dont_inherit=True)
+        out = [head, ',"module":']
+        enc(tree, out)
+        out.append("}")
+        return "".join(out)
     except SyntaxError as e:
-        out.pop("module", None)
-        out["error"] = {"kind": "syntax", "msg": str(e.msg), "line": e.lineno or 0, "col": e.offset or 0}
+        err = ("syntax", str(e.msg), e.lineno or 0, e.offset or 0)
     except (RecursionError, MemoryError) as e:
-        out.pop("module", None)
-        out["error"] = {"kind": "too-deep", "msg": type(e).__name__, "line": 0, "col": 0}
+        err = ("too-deep", type(e).__name__, 0, 0)
     except ValueError as e:  # null bytes in the source
-        out.pop("module", None)
-        out["error"] = {"kind": "syntax", "msg": str(e), "line": 0, "col": 0}
-    return json.dumps(out, separators=(",", ":"))
+        err = ("syntax", str(e), 0, 0)
+    return head + ',"error":{"kind":"%s","msg":%s,"line":%d,"col":%d}}' % (err[0], text(err[1]), err[2], err[3])
 
 
 if __name__ == "__main__":

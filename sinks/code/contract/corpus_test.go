@@ -38,21 +38,9 @@ func corpusOptions(src string) contract.Options {
 // contract with the golden file beside it (go test -run Corpus -update
 // rewrites them; review the diff: each one is a claim about soundness).
 func TestCorpus(t *testing.T) {
-	progs, err := filepath.Glob("testdata/corpus/*.py")
-	if err != nil || len(progs) == 0 {
-		t.Fatalf("no corpus: %v", err)
-	}
+	progs, _ := corpus(t)
 	verified := 0
 	reasons := map[contract.Reason]int{}
-	var srcs []string
-	for _, p := range progs {
-		b, err := os.ReadFile(p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		srcs = append(srcs, string(b))
-	}
-	dumpAll(t, srcs)
 	for _, p := range progs {
 		name := strings.TrimSuffix(filepath.Base(p), ".py")
 		t.Run(name, func(t *testing.T) {

@@ -2,8 +2,6 @@ package contract_test
 
 import (
 	"encoding/json"
-	"os"
-	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -15,14 +13,8 @@ import (
 // they never panic, are deterministic, and a verified contract has no
 // problems and only well-formed operations.
 func FuzzReadTree(f *testing.F) {
-	progs, _ := filepath.Glob("testdata/corpus/*.py")
-	var srcs []string
-	for _, p := range progs[:min(len(progs), 20)] {
-		b, _ := os.ReadFile(p)
-		srcs = append(srcs, string(b))
-	}
-	dumpAll(f, srcs)
-	for _, s := range srcs {
+	_, srcs := corpus(f)
+	for _, s := range srcs[:min(len(srcs), 24)] {
 		f.Add(batchTrees[s])
 	}
 	for _, s := range []string{`{}`, `{"v":1}`, `{"v":1,"module":{"_":"Module","body":[]}}`,

@@ -3,7 +3,9 @@ package contract_test
 import (
 	"bytes"
 	"encoding/json"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -70,4 +72,23 @@ func read(t testing.TB, src string, opts contract.Options) *contract.Contract {
 		tree = dump(t, src)
 	}
 	return contract.ReadJSON(tree, opts)
+}
+
+// corpus returns the corpus programs' paths and sources, their trees
+// dumped in one python3 run.
+func corpus(t testing.TB) (paths, srcs []string) {
+	t.Helper()
+	paths, err := filepath.Glob("testdata/corpus/*.py")
+	if err != nil || len(paths) == 0 {
+		t.Fatalf("no corpus: %v", err)
+	}
+	for _, p := range paths {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		srcs = append(srcs, string(b))
+	}
+	dumpAll(t, srcs)
+	return paths, srcs
 }

@@ -21,14 +21,8 @@ import (
 // of its contract's operations: the contract holds for what the programs
 // really do, not only for what the reader thinks they do.
 func TestVerifiedProgramsStayInTheirContract(t *testing.T) {
-	progs, _ := filepath.Glob("testdata/corpus/*.py")
+	progs, srcs := corpus(t)
 	stub, _ := filepath.Abs("testdata/stub")
-	var srcs []string
-	for _, p := range progs {
-		b, _ := os.ReadFile(p)
-		srcs = append(srcs, string(b))
-	}
-	dumpAll(t, srcs)
 	inputs := []struct {
 		argv  []string
 		stdin string
