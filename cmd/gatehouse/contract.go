@@ -114,6 +114,9 @@ func printContract(w io.Writer, name string, c *contract.Contract) {
 	for _, p := range c.Problems {
 		fmt.Fprintf(w, "    %s\n", p)
 	}
+	if len(c.Entries) > 0 {
+		fmt.Fprintf(w, "  read as a library (its body sends nothing): entries %v, each called with its input\n", c.Entries)
+	}
 	if len(c.Unreached) > 0 {
 		fmt.Fprintf(w, "  never called, so not in the contract: %v\n", c.Unreached)
 	}

@@ -81,10 +81,10 @@ print(json.dumps({"funcs": funcs, "imports": sorted(imports)}))
 		if name == "call" {
 			sort.Strings(keywords)
 			kw := slices.Sorted(slices.Values(f.Kwonly))
-			if !slices.Equal(kw, keywords) || !slices.Equal(f.Args, []string{"provider", "method", "path"}) || f.Kwarg {
+			if !slices.Equal(kw, keywords) || !slices.Equal(f.Args, []string{"provider", "method", "path", "body"}) || f.Kwarg {
 				t.Errorf("call takes %v and %v, the reader models %v", f.Args, kw, keywords)
 			}
-		} else if !slices.Equal(f.Args, []string{"provider", "path"}) || !f.Kwarg {
+		} else if !slices.Equal(f.Args, []string{"provider", "path", "body"}) || !f.Kwarg {
 			t.Errorf("%s takes %v (kwarg %v)", name, f.Args, f.Kwarg)
 		}
 	}

@@ -13,11 +13,12 @@ own:
                        atom="erp.pay")
     print(r.status, r.body)
 
-call(provider, method, path, ...) sends one request; get, post, put,
-patch, delete, head and options are the same with the method fixed.
-Keyword arguments: query (a dict of str to str or list of str), headers,
-body (JSON), data (bytes, with content_type), content_type, atom (the
-integration the call is made for) and operation_id (the idempotency key).
+call(provider, method, path, body=None, ...) sends one request; get,
+post, put, patch, delete, head and options(provider, path, body=None, ...)
+are the same with the method fixed. body is JSON; keyword arguments:
+query (a dict of str to str or list of str), headers, data (bytes, with
+content_type), content_type, atom (the integration the call is made for)
+and operation_id (the idempotency key).
 A query written into the path ("/invoices?status=open") is sent as the
 query.
 
@@ -132,7 +133,7 @@ def _text(name, value):
     return value
 
 
-def call(provider, method, path, *, query=None, headers=None, body=None, data=None,
+def call(provider, method, path, body=None, *, query=None, headers=None, data=None,
          content_type=None, atom=None, operation_id=None):
     """Sends one request to provider through Gatehouse and returns its Response."""
     request = {"provider": _text("provider", provider), "method": _text("method", method)}
@@ -171,29 +172,29 @@ def call(provider, method, path, *, query=None, headers=None, body=None, data=No
     return Response(reply)
 
 
-def get(provider, path, **kw):
-    return call(provider, "GET", path, **kw)
+def get(provider, path, body=None, **kw):
+    return call(provider, "GET", path, body, **kw)
 
 
-def head(provider, path, **kw):
-    return call(provider, "HEAD", path, **kw)
+def head(provider, path, body=None, **kw):
+    return call(provider, "HEAD", path, body, **kw)
 
 
-def options(provider, path, **kw):
-    return call(provider, "OPTIONS", path, **kw)
+def options(provider, path, body=None, **kw):
+    return call(provider, "OPTIONS", path, body, **kw)
 
 
-def post(provider, path, **kw):
-    return call(provider, "POST", path, **kw)
+def post(provider, path, body=None, **kw):
+    return call(provider, "POST", path, body, **kw)
 
 
-def put(provider, path, **kw):
-    return call(provider, "PUT", path, **kw)
+def put(provider, path, body=None, **kw):
+    return call(provider, "PUT", path, body, **kw)
 
 
-def patch(provider, path, **kw):
-    return call(provider, "PATCH", path, **kw)
+def patch(provider, path, body=None, **kw):
+    return call(provider, "PATCH", path, body, **kw)
 
 
-def delete(provider, path, **kw):
-    return call(provider, "DELETE", path, **kw)
+def delete(provider, path, body=None, **kw):
+    return call(provider, "DELETE", path, body, **kw)

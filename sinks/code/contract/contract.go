@@ -25,6 +25,10 @@ type Contract struct {
 	Verified   bool        `json:"verified"`
 	Operations []Operation `json:"operations"`
 	Problems   []Problem   `json:"unverified,omitempty"`
+	// Entries names the functions read as entries, when the module's body
+	// sends nothing itself and the program is read as a library: each
+	// top-level function that calls the client, called with its input.
+	Entries []string `json:"entries,omitempty"`
 	// Unreached lists functions that contain gateway calls but are never
 	// called from the entry, so none of their calls is in the contract.
 	Unreached []string `json:"unreached,omitempty"`

@@ -1,22 +1,24 @@
 package contract
 
 import (
+	"slices"
 	"strings"
 )
 
 // The gatehouse client, as the reader models it (the client module itself
 // is in sinks/code; a test checks the two agree):
 //
-//	call(provider, method, path, *, query=None, headers=None, body=None,
+//	call(provider, method, path, body=None, *, query=None, headers=None,
 //	     data=None, content_type=None, atom=None, operation_id=None)
-//	get(provider, path, **kw), post, put, patch, delete, head, options
+//	get(provider, path, body=None, **kw), post, put, patch, delete, head, options
 //
 // The client sends exactly one gateway request per call, with provider,
 // method and path as given (a path's query, after "?", goes as the
 // query); a keyword it does not take raises before anything is sent.
 
+// clientKeywords are call's keyword-only parameters.
 var clientKeywords = map[string]bool{
-	"query": true, "headers": true, "body": true, "data": true, "content_type": true, "atom": true, "operation_id": true,
+	"query": true, "headers": true, "data": true, "content_type": true, "atom": true, "operation_id": true,
 }
 
 var clientMethods = map[string]string{
@@ -30,34 +32,33 @@ const maxOpsPerCall = 256
 
 // gateway models a call of the client's function fn.
 func (st *state) gateway(fr *frame, fn string, a *args, site *Node) value {
+	st.calls++
 	var provider, method, path value
 	var need []string
 	if fixed, ok := clientMethods[fn]; ok {
-		need = []string{"provider", "path"}
+		need = []string{"provider", "path", "body"}
 		if _, twice := a.kw["method"]; twice {
 			return nil // TypeError: method given twice
-		}
-		if len(a.pos) > 2 {
-			return nil
 		}
 		provider, path = a.arg(0, "provider"), a.arg(1, "path")
 		method = lit(fixed)
 	} else {
-		need = []string{"provider", "method", "path"}
-		if len(a.pos) > 3 {
-			return nil
-		}
+		need = []string{"provider", "method", "path", "body"}
 		provider, method, path = a.arg(0, "provider"), a.arg(1, "method"), a.arg(2, "path")
 	}
+	if len(a.pos) > len(need) {
+		return nil // TypeError: too many positional arguments
+	}
 	for name := range a.kw {
-		known := clientKeywords[name]
-		for _, n := range need {
-			known = known || n == name
+		i := slices.Index(need, name)
+		if i >= 0 && i < len(a.pos) {
+			return nil // TypeError: given twice
 		}
-		if !known {
+		if i < 0 && !clientKeywords[name] {
 			return nil // TypeError before anything is sent
 		}
 	}
+	need = need[:len(need)-1] // body may be left out
 	for i, n := range need {
 		explicit := i < len(a.pos) || a.kw[n] != nil
 		if !explicit {
@@ -258,8 +259,27 @@ func itoa(i int) string {
 // unreached names the functions that contain a gateway call and that the
 // reading never called.
 func (st *state) unreached() []string {
-	aliases := map[string]bool{}
-	funcs := map[string]bool{}
+	aliases, funcs := st.clientNames()
+	var out []string
+	var defs func(n *Node)
+	defs = func(n *Node) {
+		if n == nil {
+			return
+		}
+		if (n.Type == "FunctionDef" || n.Type == "AsyncFunctionDef") && !st.reached[n] && callsGateway(n, aliases, funcs) {
+			out = append(out, n.Str("name"))
+		}
+		eachChild(n, defs)
+	}
+	defs(st.tree.Module)
+	return out
+}
+
+// clientNames returns the names the module imports the client as
+// (import gatehouse [as gh]) and its functions as (from gatehouse import
+// post [as send]).
+func (st *state) clientNames() (aliases, funcs map[string]bool) {
+	aliases, funcs = map[string]bool{}, map[string]bool{}
 	var imports func(n *Node)
 	imports = func(n *Node) {
 		if n == nil {
@@ -282,19 +302,7 @@ func (st *state) unreached() []string {
 		eachChild(n, imports)
 	}
 	imports(st.tree.Module)
-	var out []string
-	var defs func(n *Node)
-	defs = func(n *Node) {
-		if n == nil {
-			return
-		}
-		if (n.Type == "FunctionDef" || n.Type == "AsyncFunctionDef") && !st.reached[n] && callsGateway(n, aliases, funcs) {
-			out = append(out, n.Str("name"))
-		}
-		eachChild(n, defs)
-	}
-	defs(st.tree.Module)
-	return out
+	return aliases, funcs
 }
 
 func callsGateway(n *Node, aliases, funcs map[string]bool) bool {
@@ -338,7 +346,8 @@ func eachChild(n *Node, f func(*Node)) {
 
 // Client describes the client module as the reader models it, for the
 // test that holds the module to it: its functions (with the method each
-// fixes, "" for call), the keywords call takes, and the modules it
+// fixes, "" for call; each takes provider, [method,] path and body
+// positionally), call's keyword-only parameters, and the modules it
 // imports.
 func Client() (functions map[string]string, keywords []string, imports []string) {
 	functions = map[string]string{"call": ""}

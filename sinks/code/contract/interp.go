@@ -23,6 +23,10 @@ type state struct {
 	late     int
 	raised   value // every exception the program raises, for the handlers that catch one
 	pass     int
+	// calls counts the gateway calls a pass reached; entries names the
+	// functions read as entries of a library (see run).
+	calls   int
+	entries []string
 	heapGrew bool
 	classes  map[*Node]*classInfo
 	scopes   map[*Node]*scopeInfo
@@ -99,6 +103,7 @@ func analyse(t *Tree, opts Options) (c *Contract) {
 		c.Problems = append(c.Problems, p)
 	}
 	c.Unreached = st.unreached()
+	c.Entries = st.entries
 	return c
 }
 
@@ -122,7 +127,9 @@ func (st *state) run() (err error) {
 	glob.ctx = st.intern(nil, st.tree.Module, nil)
 	st.cur = glob.ctx
 	st.glob = glob
+	st.calls, st.entries = 0, nil
 	st.execBlock(glob, st.tree.Module.Nodes("body"))
+	input := &args{star: data{hint: "input"}, dstar: data{hint: "input"}} // the runner hands an entry plain data: its JSON input
 	if st.opts.Entry != "" {
 		f, ok := glob.vars[st.opts.Entry]
 		if !ok {
@@ -130,8 +137,27 @@ func (st *state) run() (err error) {
 			return nil
 		}
 		st.line = 0
-		// The runner hands the entry plain data: its JSON input.
-		st.call(glob, f, &args{star: data{hint: "input"}, dstar: data{hint: "input"}}, nil)
+		st.call(glob, f, input, nil)
+		return nil
+	}
+	if st.calls > 0 {
+		return nil
+	}
+	// A module whose body sends nothing is read as a library, the way a
+	// runner uses an integration: each top-level function that calls the
+	// client is an entry, called with its input. This only adds operations.
+	aliases, funcs := st.clientNames()
+	for _, s := range st.tree.Module.Nodes("body") {
+		if s == nil || s.Type != "FunctionDef" || !callsGateway(s, aliases, funcs) {
+			continue
+		}
+		f, ok := glob.vars[s.Str("name")].(*fn)
+		if !ok || f.def != s {
+			continue
+		}
+		st.entries = append(st.entries, f.name)
+		st.line = s.Line
+		st.call(glob, f, input, nil)
 	}
 	return nil
 }
@@ -151,13 +177,109 @@ func (st *state) problem(r Reason, format string, args ...any) {
 
 // execBlock runs statements in order and reports whether the end is
 // reached.
+//
+// Where an if statement's arms (its elif chain included) end in different
+// environments, the statements after it run once from each, up to
+// maxForks deep in one block, and the results are joined at the block's
+// end: what an arm sets together (a method and its path) stays together.
 func (st *state) execBlock(fr *frame, stmts []*Node) bool {
-	for _, s := range stmts {
-		if !st.exec(fr, s) {
+	return st.execFrom(fr, stmts, 0, 0)
+}
+
+// maxForks bounds how many if statements in a row a block follows arm by
+// arm (at most 2^maxForks paths, each arm chain at most maxArms wide).
+const (
+	maxForks = 3
+	maxArms  = 6
+)
+
+func (st *state) execFrom(fr *frame, stmts []*Node, i, forks int) bool {
+	for ; i < len(stmts); i++ {
+		s := stmts[i]
+		if s == nil || s.Type != "If" || forks >= maxForks || i+1 == len(stmts) {
+			if !st.exec(fr, s) {
+				return false
+			}
+			continue
+		}
+		st.step()
+		if s.Line > 0 {
+			st.line = s.Line
+		}
+		envs, ok := st.arms(fr, s)
+		if !ok {
 			return false
 		}
+		if len(envs) == 1 {
+			fr.vars = envs[0]
+			continue
+		}
+		var out map[string]value
+		alive := false
+		for _, env := range envs {
+			fr.vars = env
+			if st.execFrom(fr, stmts, i+1, forks+1) {
+				out = joinVars(out, fr.vars)
+				alive = true
+			}
+		}
+		if !alive {
+			fr.vars = map[string]value{}
+			return false
+		}
+		fr.vars = out
+		return true
 	}
 	return true
+}
+
+// arms runs an if statement's arms, following an elif chain, and returns
+// the environment each live arm ends in (joined into one past maxArms);
+// ok is false when none goes on.
+func (st *state) arms(fr *frame, n *Node) ([]map[string]value, bool) {
+	var envs []map[string]value
+	var walk func(n *Node) bool // false: the test raised
+	walk = func(n *Node) bool {
+		test := n.Node("test")
+		v := st.eval(fr, test)
+		if v == nil {
+			return false
+		}
+		body, orelse := n.Nodes("body"), n.Nodes("orelse")
+		t := st.truth(fr, test, v)
+		if t != 0 {
+			if env, ok := st.branch(fr, func() bool { st.refine(fr, test, true); return st.execBlock(fr, body) }); ok {
+				envs = append(envs, env)
+			}
+		}
+		if t == 1 {
+			return true
+		}
+		if len(orelse) == 1 && orelse[0] != nil && orelse[0].Type == "If" {
+			saved := fr.vars
+			fr.vars = cloneVars(saved)
+			st.refine(fr, test, false)
+			ok := walk(orelse[0])
+			fr.vars = saved
+			return ok
+		}
+		if env, ok := st.branch(fr, func() bool { st.refine(fr, test, false); return st.execBlock(fr, orelse) }); ok {
+			envs = append(envs, env)
+		}
+		return true
+	}
+	walk(n)
+	if len(envs) == 0 {
+		return nil, false
+	}
+	if len(envs) > maxArms {
+		var j map[string]value
+		for _, e := range envs {
+			j = joinVars(j, e)
+		}
+		envs = []map[string]value{j}
+	}
+	return envs, true
 }
 
 // exec runs one statement and reports whether control goes on after it.

@@ -44,6 +44,8 @@ func (st *state) callModuleSpecial(fr *frame, name string, a *args, site *Node) 
 			return quote(arg(0, "string"), safe, exprName(a.node(0, "string"))), true
 		}
 		return quote(arg(0, "string"), safe, exprName(a.node(0, "string"))), true
+	case "urllib.parse.urljoin":
+		return urljoin(arg(0, "base"), arg(1, "url")), true
 	case "sys.exit":
 		return nil, true
 	case "heapq.heappush", "heapq.heappushpop", "heapq.heapreplace", "bisect.insort", "bisect.insort_left", "bisect.insort_right":

@@ -161,7 +161,7 @@ var modules = map[string]*modInfo{
 	"csv":          {attrs: with(attrs('v', "QUOTE_ALL QUOTE_MINIMAL QUOTE_NONE QUOTE_NONNUMERIC excel excel_tab unix_dialect"), 'x', "Error"), rest: 'c'},
 	"io":           {attrs: attrs('c', "StringIO BytesIO"), rest: 'r'},
 	"urllib":       {attrs: attrs('m', "parse")},
-	"urllib.parse": {attrs: with(attrs('s', "quote quote_plus quote_from_bytes"), 'p', "unquote unquote_plus urlencode urlparse urlsplit urlunparse urlunsplit urljoin parse_qs parse_qsl urldefrag")},
+	"urllib.parse": {attrs: with(attrs('s', "quote quote_plus quote_from_bytes urljoin"), 'p', "unquote unquote_plus urlencode urlparse urlsplit urlunparse urlunsplit parse_qs parse_qsl urldefrag")},
 	"warnings":     {rest: 'p'},
 	"traceback":    {attrs: attrs('p', "print_exc format_exc print_exception format_exception format_exception_only print_stack format_stack")},
 	"shlex":        {rest: 'p'},

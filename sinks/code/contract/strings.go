@@ -1,6 +1,7 @@
 package contract
 
 import (
+	"net/url"
 	"strconv"
 	"strings"
 	"unicode"
@@ -745,4 +746,49 @@ func quote(v value, safe string, hint string) value {
 		}
 	}
 	return out
+}
+
+// urljoin is urllib.parse.urljoin of a base path and a reference, both
+// paths: known text is resolved as RFC 3986 does; a reference with holes
+// after a known base keeps its holes, unless it could be read as
+// anything but a relative path (a scheme, "//", dot segments), which is
+// run-time text.
+func urljoin(base, ref value) value {
+	return overAlts(base, func(b value) value {
+		bs, ok := b.(strv)
+		bt, known := bs.known()
+		if !ok || !known || strings.Contains(bt, ":") || strings.HasPrefix(bt, "//") {
+			return data{hint: "url"}
+		}
+		return overAlts(ref, func(r value) value {
+			rs, ok := r.(strv)
+			if !ok || len(rs.parts) == 0 {
+				return data{hint: "url"}
+			}
+			if rt, known := rs.known(); known {
+				u, err1 := url.Parse(bt)
+				v, err2 := url.Parse(rt)
+				if err1 != nil || err2 != nil || v.Scheme != "" || v.Host != "" {
+					return data{hint: "url"}
+				}
+				return lit(u.ResolveReference(v).String())
+			}
+			head := rs.parts[0]
+			for _, p := range rs.parts {
+				if !p.hole && (strings.Contains(p.lit, ":") || strings.Contains(p.lit, "./") || strings.Contains(p.lit, "/.")) {
+					return data{hint: "url"}
+				}
+			}
+			switch {
+			case head.hole:
+				return data{hint: "url"}
+			case strings.HasPrefix(head.lit, "//"):
+				return data{hint: "url"}
+			case strings.HasPrefix(head.lit, "/"):
+				return rs
+			}
+			dir := bt[:strings.LastIndexByte(bt, '/')+1]
+			return concat(lit(dir), rs)
+		})
+	})
 }

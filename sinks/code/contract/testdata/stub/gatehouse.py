@@ -87,7 +87,7 @@ class Response:
         return self.body
 
 
-def call(provider, method, path, *, query=None, headers=None, body=None, data=None,
+def call(provider, method, path, body=None, *, query=None, headers=None, data=None,
          content_type=None, atom=None, operation_id=None):
     global _calls
     _calls += 1
@@ -101,10 +101,10 @@ def call(provider, method, path, *, query=None, headers=None, body=None, data=No
     return Response()
 
 
-def get(provider, path, **kw): return call(provider, "GET", path, **kw)
-def head(provider, path, **kw): return call(provider, "HEAD", path, **kw)
-def options(provider, path, **kw): return call(provider, "OPTIONS", path, **kw)
-def post(provider, path, **kw): return call(provider, "POST", path, **kw)
-def put(provider, path, **kw): return call(provider, "PUT", path, **kw)
-def patch(provider, path, **kw): return call(provider, "PATCH", path, **kw)
-def delete(provider, path, **kw): return call(provider, "DELETE", path, **kw)
+def get(provider, path, body=None, **kw): return call(provider, "GET", path, body, **kw)
+def head(provider, path, body=None, **kw): return call(provider, "HEAD", path, body, **kw)
+def options(provider, path, body=None, **kw): return call(provider, "OPTIONS", path, body, **kw)
+def post(provider, path, body=None, **kw): return call(provider, "POST", path, body, **kw)
+def put(provider, path, body=None, **kw): return call(provider, "PUT", path, body, **kw)
+def patch(provider, path, body=None, **kw): return call(provider, "PATCH", path, body, **kw)
+def delete(provider, path, body=None, **kw): return call(provider, "DELETE", path, body, **kw)
