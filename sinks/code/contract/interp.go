@@ -19,14 +19,14 @@ type state struct {
 	// reader cannot tell (a callback handed away, a special method Python
 	// calls on its own) may read. late counts the readings of such code in
 	// progress: names of frames made before it are read through ever.
-	ever     map[*ctx]map[string]value
-	late     int
-	raised   value // every exception the program raises, for the handlers that catch one
-	pass     int
+	ever   map[*ctx]map[string]value
+	late   int
+	raised value // every exception the program raises, for the handlers that catch one
+	pass   int
 	// calls counts the gateway calls a pass reached; entries names the
 	// functions read as entries of a library (see run).
-	calls   int
-	entries []string
+	calls    int
+	entries  []string
 	heapGrew bool
 	classes  map[*Node]*classInfo
 	scopes   map[*Node]*scopeInfo
