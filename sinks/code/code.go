@@ -258,6 +258,9 @@ func (s *Sink) Bind(p Proposer) {
 	s.gateway.Store(&boundProposer{p})
 }
 
+// Registry returns the registry of stored integrations, nil for none.
+func (s *Sink) Registry() *Registry { return s.cfg.Registry }
+
 // Name implements broker.Sink.
 func (s *Sink) Name() policy.Sink { return policy.SinkCode }
 
