@@ -20,9 +20,10 @@ type programContract struct{ c *policy.Contract }
 // read. The code sink sets it, in this process, on the context it passes
 // to Broker.Propose for each call a program makes through its gateway;
 // the provider sink reads it with ProgramContractFrom and holds every
-// mutating call to it (outside-contract, or unverified-model-code for a
-// nil contract), on top of the contract of the integration the call names.
-// Nothing an agent sends over NATS can set or change it.
+// mutating call to it (outside-contract; for registry or model code a nil
+// contract is unverified-model-code), on top of the contract of the
+// integration the call names. Nothing an agent sends over NATS can set or
+// change it.
 func ContextWithProgramContract(ctx context.Context, c *policy.Contract) context.Context {
 	return context.WithValue(ctx, programContractKey{}, programContract{c})
 }
