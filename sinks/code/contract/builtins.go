@@ -786,13 +786,13 @@ func (st *state) callPythonBuiltin(fr *frame, name string, a *args, site *Node) 
 		return seq{elem: data{hint: "index"}}, true
 	case "map":
 		if len(a.pos) < 2 {
-			return seq{elem: st.call(fr, arg0(), topArgs(), site)}, true
+			return seq{elem: st.callLate(fr, arg0(), topArgs(), site)}, true
 		}
 		items, _ := st.iterItems(fr, a.pos[1])
 		if len(a.pos) == 2 && items != nil {
 			out := make([]value, 0, len(items))
 			for _, it := range items {
-				r := st.call(fr, a.pos[0], &args{pos: []value{it}, posN: []*Node{nil}}, site)
+				r := st.callLate(fr, a.pos[0], &args{pos: []value{it}, posN: []*Node{nil}}, site)
 				if r != nil {
 					out = append(out, r)
 				}
@@ -811,11 +811,11 @@ func (st *state) callPythonBuiltin(fr *frame, name string, a *args, site *Node) 
 		if a.star != nil {
 			ca.star = top{}
 		}
-		return seq{elem: st.call(fr, a.pos[0], ca, site)}, true
+		return seq{elem: st.callLate(fr, a.pos[0], ca, site)}, true
 	case "filter":
 		_, elem := st.iterItems(fr, a.arg(1, ""))
 		if f := arg0(); elem != nil && !isNone(f) {
-			st.call(fr, f, &args{pos: []value{elem}, posN: []*Node{nil}}, site)
+			st.callLate(fr, f, &args{pos: []value{elem}, posN: []*Node{nil}}, site)
 		}
 		if elem == nil {
 			return tuple{}, true
@@ -823,7 +823,7 @@ func (st *state) callPythonBuiltin(fr *frame, name string, a *args, site *Node) 
 		return seq{elem: elem}, true
 	case "iter":
 		if len(a.pos) == 2 {
-			return seq{elem: st.call(fr, arg0(), &args{}, site)}, true
+			return seq{elem: st.callLate(fr, arg0(), &args{}, site)}, true
 		}
 		items, elem := st.iterItems(fr, arg0())
 		if items != nil {

@@ -786,3 +786,13 @@ func sortedKeys[V any](m map[string]V) []string {
 func isDunder(name string) bool {
 	return len(name) > 4 && strings.HasPrefix(name, "__") && strings.HasSuffix(name, "__")
 }
+
+// callLate calls f as lazy code would: at a time the reader cannot tell
+// (map and filter call it while they are iterated, a defaultdict when a
+// key is missing), so names of older frames read as every value they are
+// ever bound to.
+func (st *state) callLate(fr *frame, f value, a *args, site *Node) value {
+	st.late++
+	defer func() { st.late-- }()
+	return st.call(fr, f, a, site)
+}

@@ -736,15 +736,13 @@ func (st *state) execWith(fr *frame, n *Node) bool {
 func (st *state) setVar(fr *frame, name string, v value) {
 	if fr.scope != nil && !fr.class {
 		if fr.scope.globals[name] {
-			st.glob.vars[name] = join(st.glob.vars[name], v)
-			st.remember(st.glob, name, v)
+			st.bindWeak(st.glob, name, v)
 			return
 		}
 		if fr.scope.nonlocals[name] {
 			for p := fr.parent; p != nil; p = p.parent {
 				if p.scope != nil && p.scope.locals[name] {
-					p.vars[name] = join(p.vars[name], v)
-					st.remember(p, name, v)
+					st.bindWeak(p, name, v)
 					return
 				}
 			}
@@ -754,6 +752,17 @@ func (st *state) setVar(fr *frame, name string, v value) {
 	fr.vars[name] = v
 	st.remember(fr, name, v)
 	for _, t := range fr.tries {
+		t[name] = join(t[name], v)
+	}
+}
+
+// bindWeak joins v into name of a frame other than the running one (a
+// global, a nonlocal): that frame may be on any branch of its own code,
+// and a try open there sees the value too.
+func (st *state) bindWeak(p *frame, name string, v value) {
+	p.vars[name] = join(p.vars[name], v)
+	st.remember(p, name, v)
+	for _, t := range p.tries {
 		t[name] = join(t[name], v)
 	}
 }

@@ -17,6 +17,10 @@ func (st *state) callModuleSpecial(fr *frame, name string, a *args, site *Node) 
 		ca := &args{pos: vs, posN: make([]*Node, len(vs))}
 		return st.call(fr, f, ca, site)
 	}
+	callLater := func(f value, vs ...value) value { // lazy: at a time the reader cannot tell
+		ca := &args{pos: vs, posN: make([]*Node, len(vs))}
+		return st.callLate(fr, f, ca, site)
+	}
 	mutate := func(target, v value) {
 		for _, t := range alts(target) {
 			if r, ok := t.(ref); ok && r.o.kind != objInstance {
@@ -78,7 +82,7 @@ func (st *state) callModuleSpecial(fr *frame, name string, a *args, site *Node) 
 			e = join(e, elemOf(v))
 		}
 		if key, ok := a.kw["key"]; ok && e != nil {
-			callWith(key, e)
+			callLater(key, e)
 		}
 		return seq{elem: join(e, a.star)}, true
 	case "random.choice":
@@ -109,7 +113,7 @@ func (st *state) callModuleSpecial(fr *frame, name string, a *args, site *Node) 
 			d = v
 		}
 		if f, ok := a.kw["default_factory"]; ok {
-			d = join(d, callWith(f))
+			d = join(d, callLater(f))
 		}
 		if d == nil {
 			d = top{}
@@ -121,7 +125,7 @@ func (st *state) callModuleSpecial(fr *frame, name string, a *args, site *Node) 
 	case "collections.defaultdict":
 		o := st.alloc(site, objDict)
 		if len(a.pos) > 0 && !isNone(a.pos[0]) {
-			st.grow(&o.other, callWith(a.pos[0]))
+			st.grow(&o.other, callLater(a.pos[0]))
 			st.grow(&o.elem, o.other)
 			st.inexact(o)
 		}
@@ -222,7 +226,7 @@ func (st *state) callModuleSpecial(fr *frame, name string, a *args, site *Node) 
 		}
 		for _, v := range a.all() {
 			if isCallable(v) {
-				callWith(v, join(e, top{}))
+				callLater(v, join(e, top{}))
 			}
 		}
 		if e == nil {
