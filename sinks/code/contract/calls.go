@@ -498,10 +498,10 @@ func hasWalrus(n *Node) bool {
 // compLoop runs body for every combination of a comprehension's
 // generators from the i-th on, iterating it.
 func (st *state) compLoop(cf *frame, gens []*Node, i int, it value, body func()) {
-	g := gens[i]
-	if g == nil {
+	if i >= len(gens) || gens[i] == nil {
 		return
 	}
+	g := gens[i]
 	items, elem := st.iterItems(cf, it)
 	start := cloneVars(cf.vars)
 	var after map[string]value // where the loop variables are left: any item's (closures read them later)

@@ -10,8 +10,9 @@ import (
 )
 
 // FuzzReadTree feeds the tree reader and the analysis arbitrary bytes:
-// they never panic, are deterministic, and a verified contract has no
-// problems and only well-formed operations.
+// they never panic or fault (a fault is recovered as reader-failed, which
+// this target looks for), are deterministic, and a verified contract has
+// no problems and only well-formed operations.
 func FuzzReadTree(f *testing.F) {
 	_, srcs := corpus(f)
 	for _, s := range srcs[:min(len(srcs), 24)] {
@@ -30,6 +31,11 @@ func FuzzReadTree(f *testing.F) {
 			a, _ := json.Marshal(c1)
 			bb, _ := json.Marshal(c2)
 			t.Fatalf("not deterministic:\n%s\n%s", a, bb)
+		}
+		for _, p := range c1.Problems {
+			if strings.HasPrefix(p.Detail, contract.InternalError) {
+				t.Fatalf("the reader faulted: %s", p.Detail)
+			}
 		}
 		if c1.Verified != (len(c1.Problems) == 0) {
 			t.Fatalf("verified %v with problems %v", c1.Verified, c1.Problems)

@@ -87,7 +87,9 @@ func (st *state) recordOps(provider, method, path value) {
 			st.problem(ReasonProviderAtRunTime, "the provider of this gateway call is computed at run time")
 			continue
 		}
-		providers = append(providers, t)
+		if t != "" { // no provider is named "": the gateway refuses it, nothing is sent
+			providers = append(providers, t)
+		}
 	}
 	for _, m := range alts(method) {
 		if _, isConst := m.(cnst); isConst {

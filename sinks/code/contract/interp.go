@@ -49,8 +49,16 @@ type state struct {
 	glob     *frame
 }
 
-// errBudget stops a reading that ran out of steps.
-var errBudget = errors.New("budget")
+// errBudget stops a reading that ran out of steps; errInternal is a
+// fault of the reader's own.
+var (
+	errBudget   = errors.New("budget")
+	errInternal = errors.New("internal error")
+)
+
+// InternalError prefixes the detail of a problem that is a fault of the
+// reader itself (reason reader-failed).
+const InternalError = "internal error"
 
 const (
 	maxPasses    = 12 // passes over the program while the heap grows
@@ -82,8 +90,12 @@ func analyse(t *Tree, opts Options) (c *Contract) {
 		st.stack = st.stack[:0]
 		st.summing = map[*Node]bool{}
 		if err := st.run(); err != nil {
-			st.problems = map[Problem]bool{{Reason: ReasonTooComplex, Line: st.line,
-				Detail: fmt.Sprintf("the program is beyond what the reader follows (%d steps); simplify it or split it", st.maxSteps)}: true}
+			p := Problem{Reason: ReasonTooComplex, Line: st.line,
+				Detail: fmt.Sprintf("the program is beyond what the reader follows (%d steps); simplify it or split it", st.maxSteps)}
+			if errors.Is(err, errInternal) {
+				p = Problem{Reason: ReasonReaderFailed, Line: st.line, Detail: err.Error()}
+			}
+			st.problems = map[Problem]bool{p: true}
 			settled = true
 			break
 		}
@@ -116,7 +128,10 @@ func (st *state) run() (err error) {
 				err = errBudget
 				return
 			}
-			panic(r)
+			// A fault of the reader's own fails closed: the contract is
+			// unverified, and the broker keeps running. The fuzz target
+			// looks for these.
+			err = fmt.Errorf("%w: %v", errInternal, r)
 		}
 	}()
 	st.steps = 0
