@@ -370,6 +370,22 @@ func TestRegistryReadsContractsWhenStoredAndWhenChanged(t *testing.T) {
 	if erp.count("POST /payments") != before {
 		t.Fatal("the changed integration paid")
 	}
+
+	// A source changed in the object store under its digest's name no
+	// longer matches the entry: nothing runs.
+	if _, err := obj.PutBytes(ctx, "src-"+strings.TrimPrefix(sum, "sha256:"), []byte("print('tampered')")); err != nil {
+		t.Fatal(err)
+	}
+	run3 := g.Open(t, broker.OpenWork{Tenant: "acme", Person: "ada"})
+	p, _ := json.Marshal(code.Params{Integration: "erp-pay"})
+	_, err = g.Agent.Effect(ctx, policy.SinkCode, broker.EffectRequest{Run: run3, Action: "run", Params: p})
+	var eb *broker.ErrorBody
+	if !errors.As(err, &eb) || eb.Code != broker.CodeUnavailable || !strings.Contains(eb.Message, "does not match its digest") {
+		t.Fatalf("a tampered source: %v", err)
+	}
+	if got := sinktest.Types(g.Events(t, run3)); !slices.Equal(got, []journal.Type{journal.TypeRunOpen}) {
+		t.Fatalf("a tampered source was decided: %v", got)
+	}
 	g.Verify(t)
 }
 
