@@ -171,6 +171,11 @@ var modules = map[string]*modInfo{
 	"ipaddress":    {rest: 'c'},
 	"array":        {rest: 'c'},
 	"__future__":   {rest: 'v'},
+	// argparse reads sys.argv into plain values; FileType opens the files it names.
+	"argparse": {attrs: with(with(attrs('c', "ArgumentParser Namespace HelpFormatter RawTextHelpFormatter RawDescriptionHelpFormatter ArgumentDefaultsHelpFormatter MetavarTypeHelpFormatter BooleanOptionalAction"),
+		'v', "SUPPRESS REMAINDER OPTIONAL ZERO_OR_MORE ONE_OR_MORE"), 'x', "ArgumentError ArgumentTypeError"), rest: 0},
+	"configparser": {attrs: with(attrs('c', "ConfigParser RawConfigParser SectionProxy"), 'x', "Error NoSectionError NoOptionError DuplicateSectionError DuplicateOptionError ParsingError")},
+	"platform":     {rest: 'p'},
 
 	// Modules that reach past the gateway, or run what they are given.
 	"subprocess": {deny: 'r'}, "socket": {deny: 'r'}, "ssl": {deny: 'r'}, "http": {deny: 'r'},
@@ -187,7 +192,9 @@ var modules = map[string]*modInfo{
 	"urllib3": {deny: 'r'}, "pickle": {deny: 'e'}, "marshal": {deny: 'e'}, "shelve": {deny: 'e'},
 	"code": {deny: 'e'}, "codeop": {deny: 'e'}, "pdb": {deny: 'e'}, "bdb": {deny: 'e'},
 	"importlib": {deny: 'd'}, "imp": {deny: 'd'}, "pkgutil": {deny: 'd'}, "runpy": {deny: 'd'},
-	"zipimport": {deny: 'd'}, "inspect": {deny: 'i'}, "types": {deny: 'i'}, "gc": {deny: 'i'},
+	"zipimport": {deny: 'd'}, "inspect": {deny: 'i'}, "gc": {deny: 'i'},
+	// types: only its plain value classes; FunctionType, CodeType and the like make code.
+	"types":    {attrs: attrs('c', "SimpleNamespace MappingProxyType"), rest: 'i'},
 	"builtins": {deny: 'i'}, "__main__": {deny: 'i'}, "__builtin__": {deny: 'i'}, "weakref": {deny: 'i'},
 	"atexit": {deny: 'i'}, "sysconfig": {deny: 'i'}, "site": {deny: 'i'}, "ast": {deny: 'e'}, "dis": {deny: 'i'},
 }
