@@ -279,7 +279,9 @@ func (st *state) touchDepth(fr *frame, v value, depth int) {
 		st.late++
 		for _, name := range st.dunders(r.o.cls) {
 			if m := st.classAttr(r.o.cls, name, a); m != nil {
-				st.call(fr, m, topArgs(), nil)
+				// What it returns goes wherever Python's own code takes it
+				// (abs, format, iter): it is handed away in turn.
+				st.escape(fr, st.call(fr, m, topArgs(), nil))
 			}
 		}
 		st.late--

@@ -43,7 +43,7 @@ var builtins = map[string]byte{
 	"next": 's', "getattr": 's', "setattr": 's', "delattr": 's', "type": 's', "open": 's', "eval": 'e',
 	"exec": 'e', "compile": 'e', "__import__": 'd', "globals": 'i', "locals": 'i', "vars": 'i',
 	"breakpoint": 'e', "help": 'i', "memoryview": 'p', "super": 's', "object": 'p', "staticmethod": 's',
-	"classmethod": 's', "property": 's', "exit": 's', "quit": 's', "bytes": 'p', "bytearray": 'p', "slice": 'p',
+	"classmethod": 's', "property": 's', "exit": 's', "quit": 's', "bytes": 'p', "bytearray": 'p', "slice": 'f',
 	"aiter": 'i', "anext": 'i', "NotImplemented": 'v', "Ellipsis": 'v',
 }
 
@@ -108,8 +108,8 @@ var modules = map[string]*modInfo{
 	"json":      {attrs: with(with(attrs('f', "loads load dumps dump"), 'x', "JSONDecodeError"), 'c', "JSONEncoder JSONDecoder")},
 	"re": {attrs: with(with(with(attrs('f', "compile match search fullmatch findall finditer sub subn split escape purge"),
 		'v', "IGNORECASE I MULTILINE M DOTALL S VERBOSE X ASCII A UNICODE U NOFLAG"), 'x', "error"), 'c', "Pattern Match RegexFlag")},
-	"os": {attrs: with(with(attrs('v', "environ sep linesep pathsep curdir pardir name extsep devnull altsep defpath"),
-		'p', "getenv getcwd getcwdb getpid getppid cpu_count urandom listdir getuid getgid geteuid getegid getlogin times uname fsencode fsdecode fspath strerror get_terminal_size stat lstat scandir walk access getpgrp umask"),
+	"os": {attrs: with(with(with(attrs('v', "environ sep linesep pathsep curdir pardir name extsep devnull altsep defpath"),
+		'f', "getenv"), 'p', "getcwd getcwdb getpid getppid cpu_count urandom listdir getuid getgid geteuid getegid getlogin times uname fsencode fsdecode fspath strerror get_terminal_size stat lstat scandir walk access getpgrp umask"),
 		'm', "path"), rest: 'r'},
 	"os.path": {attrs: with(attrs('p', "basename dirname split splitext exists lexists isfile isdir islink isabs ismount abspath normpath normcase realpath relpath expanduser expandvars getsize getmtime getatime getctime commonpath commonprefix samefile splitdrive"),
 		's', "join")},
@@ -122,7 +122,7 @@ var modules = map[string]*modInfo{
 	"decimal":     {attrs: with(attrs('x', "DecimalException InvalidOperation DivisionByZero Inexact Rounded Overflow Underflow Subnormal Clamped FloatOperation"), 'p', "getcontext setcontext"), rest: 'c'},
 	"math":        {rest: 'p'},
 	"cmath":       {rest: 'p'},
-	"statistics":  {attrs: attrs('x', "StatisticsError"), rest: 'p'},
+	"statistics":  {attrs: attrs('x', "StatisticsError"), rest: 'f'}, // mode, median_low return an item they are given
 	"fractions":   {rest: 'c'},
 	"numbers":     {rest: 'v'},
 	"operator":    {attrs: attrs('i', "attrgetter methodcaller"), rest: 'f'},
@@ -132,7 +132,7 @@ var modules = map[string]*modInfo{
 	"binascii":    {rest: 'p'},
 	"hashlib":     {rest: 'c'},
 	"hmac":        {rest: 'c'},
-	"secrets":     {rest: 'p'},
+	"secrets":     {rest: 'f'}, // choice returns an item it is given
 	"zlib":        {rest: 'p'},
 	"uuid":        {rest: 'c'},
 	"unicodedata": {rest: 'p'},
