@@ -61,4 +61,3 @@ func TestPasswordChangeEndsSessions(t *testing.T) {
 		t.Errorf("GET /approvals after a password change: %d, want a redirect to sign in", resp.StatusCode)
 	}
 }
-
