@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/labstack/echo/v4"
@@ -69,7 +70,7 @@ func sameSitePath(s string) bool {
 		return false
 	}
 	for _, r := range s {
-		if r <= ' ' || r == 0x7f || (r >= 0x80 && r <= 0x9f) || r == utf8.RuneError {
+		if r <= ' ' || !unicode.IsPrint(r) || r == utf8.RuneError {
 			return false
 		}
 	}
