@@ -63,7 +63,10 @@ func summary(as []approval.Argument, max int) string {
 		if i > 0 {
 			b.WriteString(" ")
 		}
-		shown, _, _ := reveal.Value(a.Value)
+		shown, kind, _ := reveal.Value(a.Value)
+		if kind == "json" {
+			shown = a.Value // canonical JSON: one line, keys sorted
+		}
 		b.WriteString(a.Name + "=" + shown)
 	}
 	return reveal.Short(b.String(), max)

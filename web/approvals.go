@@ -106,7 +106,11 @@ func matches(r *approval.Request, f dashboard.Filter, now time.Time) bool {
 // searchHit looks for q (lower case) in the request's ids, run, rule,
 // people and every argument, case-insensitively.
 func searchHit(r *approval.Request, q string) bool {
-	for _, s := range []string{r.ID, r.Run, r.Rule, r.Tenant, r.Person, r.Agent, r.Sink + "." + r.Action, r.ActionDigest} {
+	fields := []string{r.Rule, r.Tenant, r.Person, r.Agent, r.Sink + "." + r.Action}
+	if len(q) >= 8 { // ids and digests are random hex: a short query would hit them by chance
+		fields = append(fields, strings.ToLower(r.ID), strings.ToLower(r.Run), r.ActionDigest)
+	}
+	for _, s := range fields {
 		if strings.Contains(strings.ToLower(s), q) {
 			return true
 		}

@@ -2,6 +2,7 @@ package web
 
 import (
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -38,6 +39,9 @@ func errorHandler(a *app, log *slog.Logger) echo.HTTPErrorHandler {
 		}
 		if code == http.StatusNotFound && (he == nil || he.Message == http.StatusText(http.StatusNotFound)) {
 			msg = "There is no page at this address."
+		}
+		if code == http.StatusRequestEntityTooLarge {
+			msg = fmt.Sprintf("That is more than the dashboard takes in one request (%sB); a reason may be at most %d characters.", MaxBody, MaxReason)
 		}
 		if code == http.StatusMethodNotAllowed {
 			msg = "This address does not take that kind of request."

@@ -227,7 +227,10 @@ func printRequest(env *cliEnv, r *approval.Request, full bool) {
 func argSummary(as []approval.Argument, max int) string {
 	parts := make([]string, len(as))
 	for i, a := range as {
-		shown, _, _ := reveal.Value(a.Value)
+		shown, kind, _ := reveal.Value(a.Value)
+		if kind == "json" {
+			shown = a.Value
+		}
 		parts[i] = a.Name + "=" + shown
 	}
 	return reveal.Short(strings.Join(parts, " "), max)
