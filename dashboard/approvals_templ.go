@@ -1882,7 +1882,7 @@ func Pane(v DetailView) templ.Component {
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 160, "</span></dd></div><div><dt>Request</dt><dd><code class=\"id\" data-testid=\"request-id\">")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 160, "</span></dd></div><div class=\"wide\"><dt>Request</dt><dd><code class=\"id\" data-testid=\"request-id\">")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
