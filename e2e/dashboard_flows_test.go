@@ -430,7 +430,7 @@ func (f *flows) race() {
 	both := make(chan struct{})
 	go func() { barrier.Wait(); close(both) }()
 	for _, v := range f.viewrs {
-		must(t, v.page.Route("**/approvals/*/decide", func(r playwright.Route) {
+		must(t, v.page.Route("**/approvals/*/decide*", func(r playwright.Route) {
 			barrier.Done()
 			select {
 			case <-both:

@@ -206,6 +206,7 @@
         });
         return;
       }
+      if (e.target.closest && e.target.closest('#notice')) { $('#notice').textContent = ''; return; }
       if (e.target.closest && e.target.closest('[data-action=keys]')) toggleKeys();
       if (e.target.closest && e.target.closest('[data-action=retry]')) { checkSession().then(function (s) { if (s === 'out') onSignedOut(); else openLive(true); }); }
       if (e.target.closest && e.target.closest('[data-action=signin]')) poll();
