@@ -115,41 +115,53 @@ func (t *throttle) fail(ctx context.Context, a attempt) error {
 
 func (t *throttle) count(ctx context.Context, rule throttleRule, key string) error {
 	ttl := throttleWindow + rule.max
-	for range 16 {
+	_, err := swap(ctx, t.st, key, ttl, func(b []byte) ([]byte, bool) {
 		now := t.now()
-		b, rev, err := t.st.Get(ctx, key)
 		var r failRecord
-		switch {
-		case errors.Is(err, ErrNoState):
-			rev = 0
-		case err != nil:
-			return fmt.Errorf("%w: %w", ErrStateStore, err)
-		default:
-			_ = json.Unmarshal(b, &r)
-		}
+		_ = json.Unmarshal(b, &r)
 		if now.Sub(r.Last) > throttleWindow && !now.Before(r.Until) {
 			r.N = 0 // the earlier failures are forgotten
 		}
 		r.N++
-		r.Last = now
-		r.Until = now.Add(rule.backoff(r.N))
-		r.Exp = now.Add(ttl)
+		r.Last, r.Until, r.Exp = now, now.Add(rule.backoff(r.N)), now.Add(ttl)
 		nb, _ := json.Marshal(r)
+		return nb, true
+	})
+	return err
+}
+
+// swap writes what change makes of key's value (nil when absent) with
+// create-if-absent or compare-and-swap, trying again when another
+// process wrote in between; change returns false to write nothing, and
+// swap then returns false.
+func swap(ctx context.Context, st StateStore, key string, ttl time.Duration, change func(old []byte) ([]byte, bool)) (bool, error) {
+	for range 16 {
+		b, rev, err := st.Get(ctx, key)
+		switch {
+		case errors.Is(err, ErrNoState):
+			b, rev = nil, 0
+		case err != nil:
+			return false, fmt.Errorf("%w: %w", ErrStateStore, err)
+		}
+		nb, write := change(b)
+		if !write {
+			return false, nil
+		}
 		if rev == 0 {
-			_, err = t.st.Create(ctx, key, nb, ttl)
+			_, err = st.Create(ctx, key, nb, ttl)
 		} else {
-			_, err = t.st.Update(ctx, key, nb, rev, ttl)
+			_, err = st.Update(ctx, key, nb, rev, ttl)
 		}
 		switch {
 		case err == nil:
-			return nil
+			return true, nil
 		case errors.Is(err, ErrStateExists), errors.Is(err, ErrStateChanged), errors.Is(err, ErrNoState):
-			continue // another try counted meanwhile: count on top of it
+			continue // another try wrote meanwhile: change on top of it
 		default:
-			return fmt.Errorf("%w: %w", ErrStateStore, err)
+			return false, fmt.Errorf("%w: %w", ErrStateStore, err)
 		}
 	}
-	return fmt.Errorf("%w: failure count %s kept changing", ErrStateStore, key)
+	return false, fmt.Errorf("%w: %s kept changing", ErrStateStore, key)
 }
 
 // success clears the counts of a's name (at this address and overall);
@@ -181,34 +193,12 @@ const totpKeep = 5 * time.Minute
 // claim records step for user and reports whether it is newer than any
 // step that signed user in before. A store error refuses (false, err).
 func (u *totpUsed) claim(ctx context.Context, user string, step uint64) (bool, error) {
-	key := stateKey("t", user)
-	for range 16 {
-		b, rev, err := u.st.Get(ctx, key)
+	return swap(ctx, u.st, stateKey("t", user), totpKeep, func(b []byte) ([]byte, bool) {
 		var r totpRecord
-		switch {
-		case errors.Is(err, ErrNoState):
-			rev = 0
-		case err != nil:
-			return false, fmt.Errorf("%w: %w", ErrStateStore, err)
-		default:
-			if json.Unmarshal(b, &r) == nil && u.now().Before(r.Exp) && step <= r.Step {
-				return false, nil
-			}
+		if b != nil && json.Unmarshal(b, &r) == nil && u.now().Before(r.Exp) && step <= r.Step {
+			return nil, false
 		}
 		nb, _ := json.Marshal(totpRecord{Step: step, Exp: u.now().Add(totpKeep)})
-		if rev == 0 {
-			_, err = u.st.Create(ctx, key, nb, totpKeep)
-		} else {
-			_, err = u.st.Update(ctx, key, nb, rev, totpKeep)
-		}
-		switch {
-		case err == nil:
-			return true, nil
-		case errors.Is(err, ErrStateExists), errors.Is(err, ErrStateChanged), errors.Is(err, ErrNoState):
-			continue
-		default:
-			return false, fmt.Errorf("%w: %w", ErrStateStore, err)
-		}
-	}
-	return false, fmt.Errorf("%w: TOTP guard of %s kept changing", ErrStateStore, user)
+		return nb, true
+	})
 }
