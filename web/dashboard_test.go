@@ -406,8 +406,11 @@ func TestFirstRunSetup(t *testing.T) {
 	if resp, _ := c.get("/evidence/globex/carl"); resp.StatusCode != 200 {
 		t.Errorf("the new admin is signed in: %d", resp.StatusCode)
 	}
-	if resp, _ := c.get("/setup?token=" + ev.setupTok); resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/login" {
-		t.Errorf("setup twice: %d %s", resp.StatusCode, resp.Header.Get("Location"))
+	if resp, _ := c.get("/setup?token=" + ev.setupTok); resp.StatusCode != http.StatusNotFound {
+		t.Errorf("setup twice: %d", resp.StatusCode)
+	}
+	if resp, _ := c.get("/setup"); resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/login" {
+		t.Errorf("the setup page after setup: %d %s", resp.StatusCode, resp.Header.Get("Location"))
 	}
 	users, _ := ev.users.List()
 	if len(users) != 1 || users[0].Name != "root" || users[0].Roles[0] != RoleAdmin {

@@ -327,6 +327,9 @@ func (a *app) setupAllowed(token string) bool {
 func (a *app) setupForm(c echo.Context) error {
 	empty, _ := a.cfg.Users.Empty()
 	if !empty {
+		if c.QueryParam("token") != "" {
+			return echo.NewHTTPError(http.StatusNotFound, "Setup is over: the first admin exists. Sign in instead.")
+		}
 		return c.Redirect(http.StatusSeeOther, "/login")
 	}
 	tok := setupTokenOf(c.QueryParam("token"))
