@@ -301,7 +301,7 @@ func verifyHowTo(tenant string) templ.Component {
 		}
 		ctx = templ.InitializeContext(ctx)
 		ctx = templ.ClearChildren(ctx)
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 23, "<details class=\"howto\" data-testid=\"verify-howto\"><summary>How to verify this export offline</summary><ol><li>Unpack it: <code class=\"cmd\">")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 23, "<details class=\"howto\" data-testid=\"verify-howto\" open><summary>How to verify this export offline</summary><ol><li>Unpack it: <code class=\"cmd\">")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}

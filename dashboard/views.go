@@ -288,12 +288,12 @@ func jsonUnquote(v string, s *string) error { return json.Unmarshal([]byte(v), s
 func heldLabel(r evidence.RunEntry, effect string) string {
 	for _, d := range r.Decisions {
 		if d.Effect == effect && d.Outcome == journal.OutcomeHeld {
-			return reveal.Short(string(d.Sink)+"."+d.Action+" "+d.Label, 100) + " (held " + d.Time.UTC().Format("15:04:05") + ")"
+			return reveal.Short(string(d.Sink)+" "+d.Label, 100) + " (held " + d.Time.UTC().Format("15:04:05") + ")"
 		}
 	}
 	for _, d := range r.Decisions {
 		if d.Effect == effect {
-			return reveal.Short(string(d.Sink)+"."+d.Action+" "+d.Label, 100)
+			return reveal.Short(string(d.Sink)+" "+d.Label, 100)
 		}
 	}
 	return ""

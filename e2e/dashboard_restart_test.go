@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"encoding/json"
 	"net"
 	"os"
 	"path/filepath"
@@ -106,6 +107,22 @@ func TestDashboardSurvivesRestartInChromium(t *testing.T) {
 	must(t, v.page.Locator("#detail [data-testid=approve]").Click())
 	if err := v.page.Locator("#detail[data-state=approved]").WaitFor(); err != nil {
 		t.Fatalf("approving after signing in again (new CSRF token): %v", err)
+	}
+	// The CLI shows an argument the same way: a bidi override by code point.
+	spoof := gh(t, "effect", "output", "--run", run, "--status", "ok", "--result", `{"file":"pay\u202eexe.txt"}`, "--data-dir", data, "--json")
+	var held struct {
+		Decision struct{ Approval string } `json:"decision"`
+	}
+	if err := json.Unmarshal([]byte(spoof.stdout), &held); err != nil || held.Decision.Approval == "" {
+		t.Fatalf("the spoofing effect was not held: %+v", spoof)
+	}
+	show := gh(t, "approve", "show", held.Decision.Approval, "--data-dir", data)
+	if !strings.Contains(show.stdout, "pay⟨U+202E⟩exe.txt") || strings.ContainsRune(show.stdout, '\u202e') {
+		t.Errorf("approve show prints the bidi override as it is:\n%s", show.stdout)
+	}
+	list := gh(t, "approve", "list", "--data-dir", data)
+	if strings.ContainsRune(list.stdout, '\u202e') || !strings.Contains(list.stdout, "⟨U+202E⟩") {
+		t.Errorf("approve list:\n%s", list.stdout)
 	}
 	v.errors = nil // the failed reconnects while serve was down and signed out
 	srv.stop(t)
