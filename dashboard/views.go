@@ -160,7 +160,8 @@ type CardView struct {
 type RunView struct {
 	Nav  Nav
 	Run  *evidence.RunEntry
-	Back string // where "back" goes
+	Back      string // where "back" goes
+	BackLabel string
 }
 
 // ReviewView is the operators' policy review.

@@ -578,9 +578,15 @@ func (a *app) runPage(c echo.Context) error {
 	if u.Tenant != "" && run.For.Tenant != u.Tenant {
 		return echo.NewHTTPError(http.StatusNotFound, "There is no such run in the journal (it may not be written yet).")
 	}
-	back := "/"
-	if ref := c.QueryParam("from"); ref == "review" {
-		back = "/review"
+	back, label := "/approvals", "Back to approvals"
+	switch {
+	case c.QueryParam("from") == "review":
+		back, label = "/review", "Back to policy review"
+	case u.Has(RoleReviewer):
+	case u.Has(RoleOperator):
+		back, label = "/review", "Back to policy review"
+	default:
+		back, label = "/evidence", "Back to evidence"
 	}
 	active := "approvals"
 	switch {
@@ -590,5 +596,5 @@ func (a *app) runPage(c echo.Context) error {
 	default:
 		active = "evidence"
 	}
-	return render(c, http.StatusOK, dashboard.RunPage(dashboard.RunView{Nav: a.nav(c, active), Run: run, Back: back}))
+	return render(c, http.StatusOK, dashboard.RunPage(dashboard.RunView{Nav: a.nav(c, active), Run: run, Back: back, BackLabel: label}))
 }
