@@ -131,6 +131,7 @@ func TestApprovalsQueueInChromium(t *testing.T) {
 				t.Errorf("a relative time has no exact time on hover: %q", title)
 			}
 			v.shot("queue-200")
+			v.shotTop("queue-200")
 
 			// Keyboard: j opens the first request, j the next, k back; Enter
 			// goes to the reason; ] is the next page.
@@ -199,6 +200,7 @@ func TestApprovalsQueueInChromium(t *testing.T) {
 				t.Error("the finance request is not marked in the list")
 			}
 			v.shot("pane-not-allowed")
+			v.shotTop("pane-not-allowed")
 
 			// Arguments that try to deceive.
 			v.goTo("/approvals/" + f.spoof)
@@ -220,6 +222,7 @@ func TestApprovalsQueueInChromium(t *testing.T) {
 				t.Errorf("the arguments are %.0f px tall: the long note is not folded", box.Height)
 			}
 			v.shot("pane-spoof")
+			v.shotTop("pane-spoof")
 
 			// A reason over the limit, sent past the form's maxlength.
 			v.goTo("/approvals/" + f.spoof)

@@ -178,6 +178,16 @@ func (v *viewer) shot(name string) {
 	}
 }
 
+// shotTop saves what the screen shows (not the whole page) as
+// NAME-SIZE-top.png: what a person sees first.
+func (v *viewer) shotTop(name string) {
+	v.t.Helper()
+	p := filepath.Join(v.shots, name+"-"+v.size+"-top.png")
+	if _, err := v.page.Screenshot(playwright.PageScreenshotOptions{Path: playwright.String(p)}); err != nil {
+		v.t.Fatal(err)
+	}
+}
+
 // axeSource is axe-core's browser build: $AXE_CORE_JS, else where
 // .ci/install-deps puts it.
 var axeSource struct {

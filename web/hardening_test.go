@@ -382,3 +382,33 @@ func TestEventStreamEndsWithTheSession(t *testing.T) {
 		t.Errorf("reconnecting without a session: %d, want 401 (not a redirect)", resp.StatusCode)
 	}
 }
+
+// FuzzQuery: the approvals filter and the Host check take any query and
+// any Host without panicking, and what the filter keeps is within the
+// limits and its own vocabulary.
+func FuzzQuery(f *testing.F) {
+	f.Add("state=unknown&tenant=acme&q=8812&page=3&sort=newest", "127.0.0.1:8080")
+	f.Add("page=-1&age=7d&q=%E2%80%AE", "[::1]")
+	f.Add("tenant="+strings.Repeat("a", 300), "evil.example:80")
+	e := New(Config{Status: func() dashboard.Status { return dashboard.Status{} }})
+	g := newHostGuard([]string{"gatehouse.example"})
+	f.Fuzz(func(t *testing.T, query, host string) {
+		_ = g.ok(host)
+		req := httptest.NewRequest(http.MethodGet, "/approvals", nil)
+		req.URL.RawQuery = query
+		c := e.NewContext(req, httptest.NewRecorder())
+		fl, _ := filterOf(c)
+		if tooLong(fl.Q, MaxSearch) || tooLong(fl.Tenant, MaxFilter) || fl.Page < 1 {
+			t.Fatalf("filter %+v from %q", fl, query)
+		}
+		switch fl.State {
+		case "waiting", "unknown", "decided", "all":
+		default:
+			t.Fatalf("state %q from %q", fl.State, query)
+		}
+		if _, ok := ages[fl.Age]; !ok {
+			t.Fatalf("age %q", fl.Age)
+		}
+		_ = fl.Query()
+	})
+}
