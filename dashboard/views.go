@@ -158,8 +158,8 @@ type CardView struct {
 // RunView is one run's timeline, opened from the approvals pane, the
 // policy review's examples and the evidence pages.
 type RunView struct {
-	Nav  Nav
-	Run  *evidence.RunEntry
+	Nav       Nav
+	Run       *evidence.RunEntry
 	Back      string // where "back" goes
 	BackLabel string
 }
