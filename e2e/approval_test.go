@@ -89,6 +89,7 @@ func approvalFiles(t *testing.T, dir, url string) (flags []string, privFile stri
 	privFile = write("backend.key", base64.StdEncoding.EncodeToString(priv.Seed())+"\n")
 	return []string{
 		"--mode", "strict",
+		"--agents", erpRunner + "=shipped",
 		"--providers", write("providers.yaml", `
 providers:
   - {name: bank, base_url: `+url+`, auth: {type: bearer}, idempotency_header: Idempotency-Key}
@@ -96,7 +97,7 @@ integrations:
   - {name: bank.pay, provider: bank, effect: write, origin: shipped, operations: [{method: POST, template: /payments}]}
 `),
 		"--credentials", write("credentials.yaml", "credentials:\n  - {tenant: acme, person: ada, provider: bank, token: tok-ada}\n"),
-		"--policy", write("rules.yaml", `
+		"--policy", write("rules.yaml", runnerCard+`
 approvals:
   - name: payments
     match: {provider: bank, method: POST, path: /payments}
@@ -146,7 +147,7 @@ func TestApprovalsThroughServe(t *testing.T) {
 	data := t.TempDir()
 	flags, key := approvalFiles(t, data, srv.URL)
 	s := serve(t, data, flags...)
-	run := strings.TrimSpace(gh(t, "work", "open", "--data-dir", data, "--tenant", "acme", "--person", "ada").stdout)
+	run := strings.TrimSpace(gh(t, "work", "open", "--data-dir", data, "--tenant", "acme", "--person", "ada", "--agent", erpRunner).stdout)
 	call := func(amount string) (broker.EffectReply, int) {
 		return callProvider(t, run, bankPayment(amount), "--data-dir", data)
 	}
@@ -211,7 +212,7 @@ func TestApprovalsThroughServe(t *testing.T) {
 	outs := make(chan []byte, 2)
 	for range 2 {
 		go func() {
-			cmd := exec.Command(bin, "effect", "provider", "--data-dir", data, "--run", run, "--action", "call", "--origin", "shipped", "--params", bankPayment("200.00"), "--json")
+			cmd := exec.Command(bin, "effect", "provider", "--data-dir", data, "--run", run, "--action", "call", "--agent", erpRunner, "--params", bankPayment("200.00"), "--json")
 			cmd.Env = cleanEnv()
 			out, _ := cmd.Output()
 			outs <- out
@@ -240,7 +241,7 @@ func TestApprovalsThroughServe(t *testing.T) {
 	b.mu.Lock()
 	b.hang = true
 	b.mu.Unlock()
-	agent := exec.Command(bin, "effect", "provider", "--data-dir", data, "--run", run, "--action", "call", "--origin", "shipped", "--params", bankPayment("300.00"), "--json")
+	agent := exec.Command(bin, "effect", "provider", "--data-dir", data, "--run", run, "--action", "call", "--agent", erpRunner, "--params", bankPayment("300.00"), "--json")
 	agent.Env = cleanEnv()
 	if err := agent.Start(); err != nil {
 		t.Fatal(err)
