@@ -75,17 +75,39 @@ func hidden(r rune, keepLines bool) bool {
 
 func write(b *strings.Builder, s string, keepLines bool) {
 	for i := 0; i < len(s); {
+		c := s[i]
+		if c >= 0x20 && c < 0x7f { // printable ASCII: as it is
+			b.WriteByte(c)
+			i++
+			continue
+		}
 		r, n := utf8.DecodeRuneInString(s[i:])
 		switch {
 		case r == utf8.RuneError && n == 1:
-			fmt.Fprintf(b, "⟨0x%02X⟩", s[i])
+			b.WriteString("⟨0x")
+			hexTo(b, uint32(c), 2)
+			b.WriteString("⟩")
 		case hidden(r, keepLines):
-			fmt.Fprintf(b, "⟨U+%04X⟩", r)
+			b.WriteString("⟨U+")
+			hexTo(b, uint32(r), 4)
+			b.WriteString("⟩")
 		default:
 			b.WriteString(s[i : i+n])
 		}
 		i += n
 	}
+}
+
+// hexTo writes v in upper-case hex, at least width digits.
+func hexTo(b *strings.Builder, v uint32, width int) {
+	var buf [8]byte
+	i := len(buf)
+	for v > 0 || len(buf)-i < width {
+		i--
+		buf[i] = "0123456789ABCDEF"[v&0xf]
+		v >>= 4
+	}
+	b.Write(buf[i:])
 }
 
 // Clean reports whether s needs nothing made visible on one line (Line(s)
