@@ -1,29 +1,3 @@
-// Package web is Gatehouse's HTTP server (echo): the pages of package
-// dashboard, static assets embedded in the binary (htmx and its SSE
-// extension, vendored: see static/VERSIONS), health, readiness and
-// Prometheus metrics. It listens on loopback by default.
-//
-// With Config.Users set, every page but /login, /setup, /static, /healthz,
-// /readyz and /metrics needs a signed-in user, and each page a role
-// (/api/status, which names the NATS URL and file paths, an operator:
-// 401 without a session, 403 for other roles):
-// approvals the reviewer role, policy review the operator role, evidence
-// the auditor role (bound to one tenant: another tenant's pages and export
-// answer 404), admins everything. Sessions are 32 random bytes in an
-// HttpOnly, SameSite=Strict cookie, kept in Config.State (JetStream KV or
-// Redis in serve, so they survive a restart and work across several
-// dashboard processes) and expire after Config.SessionTTL, or at the next
-// request once their user is removed or its roles or tenant change. Every
-// POST carries a double-submit CSRF token (403 without it). Failed
-// sign-ins slow further tries with a doubling wait per name at an address,
-// per name and per address, never a lock (throttle.go). Passwords are
-// stored as argon2id hashes (users.go); a user with a TOTP authenticator
-// (totp.go) gives its code after the password, and that session has
-// assurance mfa instead of password. Requests whose Host is not one this
-// server answers to are refused (hosts.go, against DNS rebinding), bodies
-// are capped at MaxBody, signed-in pages are never cached, and errors are
-// pages for browsers. Without Config.Users only the public status page is
-// served at /.
 package web
 
 import (
