@@ -82,6 +82,9 @@ func Serve(nc *nats.Conn, b *Broker, cfg ServiceConfig) (*Service, error) {
 	if err := s.addApprovals(add); err != nil {
 		return nil, s.fail(err)
 	}
+	if err := s.addTools(add); err != nil { // tools.go
+		return nil, s.fail(err)
+	}
 	for _, sink := range b.Sinks() {
 		sink := sink
 		if err := add("effect-"+string(sink), subject.EffectEndpoint(sink), subject.ClassAgent, func(ctx context.Context, from Caller, r micro.Request) {
@@ -218,6 +221,10 @@ func replyError(v any) *ErrorBody {
 	case *CloseWorkReply:
 		return v.Error
 	case *ApprovalReply:
+		return v.Error
+	case *ToolsReply:
+		return v.Error
+	case *WaitReply:
 		return v.Error
 	}
 	return nil

@@ -66,6 +66,8 @@ var runtimeOwnFuncs = map[string]string{
 	"(*" + module + "/broker.KVRuns).Create":          "the run registry: whom work is for, written when an application opens work",
 	"(*" + module + "/broker.KVRuns).Close":           "the run registry: an application closing work",
 	module + "/cmd/gatehouse.writeEndpoints":          "serve's endpoints file, so the CLI finds the server",
+	module + "/cmd/gatehouse.newMCPToken":             "a named agent's MCP bearer token file (DATA_DIR/mcp/tokens), the operator's own credential store",
+	module + "/cmd/gatehouse.loadMCPTokens":           "the MCP token folder serve reads (DATA_DIR/mcp/tokens)",
 	"(*" + module + "/web.Users).save":                "the dashboard's own user store (users.json), written by 'gatehouse users' and first-run setup",
 	module + "/cmd/gatehouse.cmdServe":                "serve creating its data directory and removing its endpoints file",
 	module + "/cmd/gatehouse.secureDataDir":           "serve creating its data directory 0700 and tightening what is in it, before anything is written there",

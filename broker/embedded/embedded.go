@@ -318,7 +318,7 @@ func RolePermissions(r Role) *server.Permissions {
 				subject.AgentInbox + ".>", subject.AppInbox + ".>", subject.OpsInbox + ".>",
 			}},
 			Subscribe: &server.SubjectPermission{Allow: []string{
-				subject.AgentPrefix + ".*.effect.>", subject.AppPrefix + ".*.>", "$SRV.>",
+				subject.AgentPrefix + ".*.effect.>", subject.AgentPrefix + ".*.tools.>", subject.AppPrefix + ".*.>", "$SRV.>",
 			}},
 		}
 	default: // broker
@@ -346,7 +346,7 @@ func Permissions(c subject.Class, id string, bound bool) *server.Permissions {
 			Subscribe: &server.SubjectPermission{Allow: []string{subject.AppInboxOf(id) + ".>", subject.OutputsOf(id)}},
 		}
 	}
-	pub := []string{subject.EffectsOf(id)}
+	pub := []string{subject.EffectsOf(id), subject.ToolsOf(id)}
 	if id != subject.Shared {
 		consumer := subject.PeerConsumer(id)
 		pub = append(pub,
