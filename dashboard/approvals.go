@@ -197,3 +197,18 @@ func roleText(roles []string) string {
 	}
 	return joinStrings(roles)
 }
+
+func activeFlag(f Filter) string {
+	if f.Active() || f.Sort != "oldest" {
+		return "yes"
+	}
+	return ""
+}
+
+// pageNote is ", page P of N" when the list has more than one page.
+func pageNote(q QueueView) string {
+	if q.Pages <= 1 {
+		return ""
+	}
+	return ", page " + itoa(q.Page) + " of " + itoa(q.Pages)
+}

@@ -165,6 +165,9 @@ func TestApprovalsQueueInChromium(t *testing.T) {
 
 			// Filters: one tenant, then a search.
 			v.goTo("/approvals")
+			if size == "phone" { // the filters fold away on a phone
+				must(t, v.page.Locator("details.more-filters > summary").Click())
+			}
 			_, err := v.page.Locator("[data-testid=filter-tenant]").SelectOption(playwright.SelectOptionValues{Values: &[]string{"globex"}})
 			must(t, err)
 			must(t, v.page.Locator("[data-testid=apply]").Click())

@@ -228,6 +228,8 @@
         if (d && window.matchMedia('(max-width: 900px)').matches && !d.classList.contains('empty')) d.scrollIntoView({ block: 'start' });
       }
     });
+    var mf = $('details.more-filters');
+    if (mf && !mf.getAttribute('data-active') && window.matchMedia('(max-width: 600px)').matches) mf.open = false;
     mark();
     openLive(false);
     var d = $('#detail[data-id]');
