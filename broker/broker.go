@@ -194,14 +194,17 @@ type RunCloser interface {
 
 // CloseRun closes a run; later effects for it are refused with ErrRunClosed.
 func (b *Broker) CloseRun(ctx context.Context, c *CloseWork) error {
+	// Sinks let go of an open run's state before it closes, so what
+	// letting go sends (a browser page's unload beacons) is decided and
+	// recorded under the run; and again after, for anything an effect
+	// opened meanwhile.
+	if r, err := b.runs.Get(ctx, c.Run); err == nil && !r.Closed {
+		b.closeSinks(c.Run)
+	}
 	if _, err := b.runs.Close(ctx, c.Run); err != nil {
 		return err
 	}
-	for _, s := range b.sinks {
-		if rc, ok := s.(RunCloser); ok {
-			rc.CloseRun(c.Run)
-		}
-	}
+	b.closeSinks(c.Run)
 	if b.mode == policy.ModeOff {
 		return nil
 	}
@@ -210,6 +213,14 @@ func (b *Broker) CloseRun(ctx context.Context, c *CloseWork) error {
 		return err
 	}
 	return b.journal.Record(ctx, ev)
+}
+
+func (b *Broker) closeSinks(run string) {
+	for _, s := range b.sinks {
+		if rc, ok := s.(RunCloser); ok {
+			rc.CloseRun(run)
+		}
+	}
 }
 
 // Propose decides one effect of sink for the run the request names, records
