@@ -157,7 +157,7 @@ func ownSite(w http.ResponseWriter, r *http.Request) {
 		ownCookie.Store(&c.Value)
 	}
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
-	if backstopSite(w, r) {
+	if backstopSite(w, r) || exfilSite(w, r) {
 		return
 	}
 	switch {

@@ -90,7 +90,7 @@ type Config struct {
 	// SettleQuiet and SettleMax bound the barrier every action that
 	// touches a page ends with: it returns once the run's proxy has seen
 	// no new request for SettleQuiet and every decision under way is
-	// recorded, or after SettleMax. 0 is 150 ms and 2 s.
+	// recorded, or after SettleMax. 0 is 250 ms and 2 s.
 	SettleQuiet, SettleMax time.Duration
 	// RetryAfter is how long a browser that failed to start is not tried
 	// again; 0 is 30 s.
@@ -187,7 +187,7 @@ func New(cfg Config) *Pool {
 		cfg.RetryAfter = 30 * time.Second
 	}
 	if cfg.SettleQuiet <= 0 {
-		cfg.SettleQuiet = 150 * time.Millisecond
+		cfg.SettleQuiet = 250 * time.Millisecond
 	}
 	if cfg.SettleMax <= 0 {
 		cfg.SettleMax = 2 * time.Second
@@ -473,7 +473,20 @@ func (p *Pool) open(s *session) (playwright.Page, error) {
 	bctx.SetDefaultNavigationTimeout(ms)
 	// Nothing is routed through Playwright: the run's proxy listener sees
 	// every request the context makes and decides it (doc.go, "One eye").
-	bctx.OnPage(s.addPage)
+	bctx.OnPage(func(pg playwright.Page) {
+		// A page opening (a popup) is a page about to send: the settle
+		// barrier waits for its load (or longLived).
+		key := fmt.Sprintf("PAGE %p", pg)
+		s.issue("PAGE", key)
+		pg.OnLoad(func(playwright.Page) { s.arrived("PAGE", key) })
+		pg.OnClose(func(playwright.Page) { s.arrived("PAGE", key) })
+		s.addPage(pg)
+	})
+	// Chromium's own word on what it sends: the settle barrier waits for
+	// each request it made to reach the proxy (or to finish without it).
+	bctx.OnRequest(func(r playwright.Request) { s.issue(r.Method(), r.URL()) })
+	bctx.OnRequestFinished(func(r playwright.Request) { s.arrived(r.Method(), r.URL()) })
+	bctx.OnRequestFailed(func(r playwright.Request) { s.arrived(r.Method(), r.URL()) })
 	page, err = bctx.NewPage()
 	if err != nil {
 		_ = bctx.Close()

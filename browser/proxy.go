@@ -220,6 +220,10 @@ func (px *proxy) serveRequest(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	px.s.seen()
+	// In flight from here (so the settle barrier never sees a gap between
+	// Chromium's note of the request and its decision under way).
+	defer px.s.forwarding()()
+	px.s.arrived(r.Method, r.URL.String())
 	d := px.pool.boundDecider()
 	if d == nil {
 		http.Error(w, "gatehouse: not bound", http.StatusForbidden)

@@ -27,9 +27,18 @@ type session struct {
 	// nanoseconds): the settle barrier waits for it to grow quiet.
 	lastSeen atomic.Int64
 
-	actMu   sync.Mutex    // guards pending and drained
-	pending int           // decisions of the run's requests being made and recorded
-	drained chan struct{} // closed when pending falls to 0; nil while it is 0
+	// lastDone is when a request the proxy forwarded last finished.
+	lastDone atomic.Int64
+
+	actMu   sync.Mutex       // guards pending, drained, active and nextReq
+	pending int              // decisions of the run's requests being made and recorded
+	drained chan struct{}    // closed when pending falls to 0; nil while it is 0
+	active  map[uint64]int64 // requests being forwarded -> unix nanoseconds they arrived
+	nextReq uint64
+	// issued are requests Chromium said it made (Playwright's request
+	// events) that have neither reached the proxy nor finished: "METHOD
+	// url" -> unix nanoseconds, oldest first.
+	issued map[string][]int64
 
 	mu      sync.Mutex         // guards the fields below
 	br      playwright.Browser // the browser the context was made in
@@ -342,6 +351,82 @@ func (s *session) siteCookies(site string, h http.Header) {
 // seen notes a request arriving at the run's proxy.
 func (s *session) seen() { s.lastSeen.Store(time.Now().UnixNano()) }
 
+// forwarding notes a request the proxy forwards, until the returned func
+// is called when it is done: what its response sets off (a frame's
+// document, a preflight's answer) comes after it, so the settle barrier
+// waits for it (unless it lives long: longLived).
+func (s *session) forwarding() func() {
+	s.actMu.Lock()
+	if s.active == nil {
+		s.active = map[uint64]int64{}
+	}
+	s.nextReq++
+	id := s.nextReq
+	s.active[id] = time.Now().UnixNano()
+	s.actMu.Unlock()
+	return func() {
+		s.actMu.Lock()
+		delete(s.active, id)
+		s.actMu.Unlock()
+		s.lastDone.Store(time.Now().UnixNano())
+	}
+}
+
+// issue notes a request Chromium says it made; the settle barrier waits
+// for it to reach the proxy or to finish.
+func (s *session) issue(method, rawURL string) {
+	if !strings.HasPrefix(rawURL, "http:") && !strings.HasPrefix(rawURL, "https:") && method != "PAGE" {
+		return
+	}
+	s.actMu.Lock()
+	defer s.actMu.Unlock()
+	if s.issued == nil {
+		s.issued = map[string][]int64{}
+	}
+	if len(s.issued) < maxExpect {
+		k := strings.ToUpper(method) + " " + rawURL
+		s.issued[k] = append(s.issued[k], time.Now().UnixNano())
+	}
+}
+
+// arrived clears the oldest note of a request Chromium made, as it reaches
+// the proxy, finishes or fails.
+func (s *session) arrived(method, rawURL string) {
+	s.actMu.Lock()
+	defer s.actMu.Unlock()
+	k := strings.ToUpper(method) + " " + rawURL
+	if q := s.issued[k]; len(q) > 1 {
+		s.issued[k] = q[1:]
+	} else {
+		delete(s.issued, k)
+	}
+}
+
+// longLived is how long a request in flight holds the settle barrier: one
+// still open after it (an event stream, a long poll) is taken to be a
+// page's standing connection, not part of what an action set off.
+const longLived = time.Second
+
+// youngest is how long ago the most recent request still being forwarded
+// arrived, or one Chromium made was issued and has not reached the proxy;
+// false when none is younger than longLived.
+func (s *session) youngest(now time.Time) (time.Duration, bool) {
+	s.actMu.Lock()
+	defer s.actMu.Unlock()
+	var newest int64
+	for _, at := range s.active {
+		newest = max(newest, at)
+	}
+	for _, q := range s.issued {
+		newest = max(newest, q[len(q)-1])
+	}
+	if newest == 0 {
+		return 0, false
+	}
+	age := now.Sub(time.Unix(0, newest))
+	return age, age < longLived
+}
+
 // begin notes a decision of one of the run's requests under way; pair it
 // with end once it is recorded (or failed).
 func (s *session) begin() {
@@ -381,26 +466,44 @@ func (s *session) drain(deadline time.Time) bool {
 	}
 }
 
-// settle is the barrier an action ends with: it waits until the run's
-// proxy has seen no new request for quiet and every decision under way is
-// recorded, for at most max. So what an action sets off (a beacon, twenty
-// frames that remove themselves, a redirect) is decided and on record
-// before the action returns, unless the page keeps sending for longer
-// than max; and the next action starts with drain, so nothing already at
-// the proxy is left unrecorded behind it.
-func (s *session) settle(quiet, max time.Duration) {
-	deadline := time.Now().Add(max)
+// settle is the barrier every action starts with, and an action that
+// touches a page ends with: it waits until every decision under way is
+// recorded, no request the proxy is forwarding arrived less than longLived
+// ago, no request Chromium said it made in that time is still on its way
+// to the proxy, and the run's proxy has seen no request arrive or finish for quiet;
+// for at most max. So what an action sets off (a beacon, twenty frames that
+// load and remove themselves, a preflight and its request, a redirect) is
+// decided and on record before the action returns, and before the next one
+// does, unless the page keeps sending for longer than limit. On a page that
+// has gone quiet it returns at once.
+func (s *session) settle(quiet, limit time.Duration) {
+	deadline := time.Now().Add(limit)
 	for {
 		if !s.drain(deadline) {
 			return
 		}
-		idle := time.Since(time.Unix(0, s.lastSeen.Load()))
-		left := time.Until(deadline)
-		if idle >= quiet || left <= 0 {
+		now := time.Now()
+		left := deadline.Sub(now)
+		if left <= 0 {
 			return
 		}
-		time.Sleep(min(quiet-idle, left))
+		last := time.Unix(0, max64(s.lastSeen.Load(), s.lastDone.Load()))
+		wait := quiet - now.Sub(last)
+		if age, young := s.youngest(now); young {
+			wait = max(wait, min(longLived-age, 10*time.Millisecond))
+		}
+		if wait <= 0 {
+			return
+		}
+		time.Sleep(min(wait, left))
 	}
+}
+
+func max64(a, b int64) int64 {
+	if a > b {
+		return a
+	}
+	return b
 }
 
 // close closes the session's context after letting its pages leave: each

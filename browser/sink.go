@@ -11,7 +11,6 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/mxschmitt/playwright-go"
 
@@ -281,9 +280,8 @@ func (p *Pool) perform(ctx context.Context, r *broker.Run, req *broker.EffectReq
 		p.CloseRun(run)
 		return nil, ErrRestarted
 	}
-	// What earlier actions set off and already reached the proxy is on
-	// record before this one acts.
-	s.drain(time.Now().Add(p.cfg.SettleMax))
+	// What earlier actions set off is on record before this one acts.
+	s.settle(p.cfg.SettleQuiet, p.cfg.SettleMax)
 	switch a.name {
 	case ActionPages:
 		return reply(map[string]any{"pages": s.listPages(), "current": s.currentIndex()}, nil)
