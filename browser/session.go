@@ -476,7 +476,11 @@ func (s *session) drain(deadline time.Time) bool {
 // decided and on record before the action returns, and before the next one
 // does, unless the page keeps sending for longer than limit. On a page that
 // has gone quiet it returns at once.
-func (s *session) settle(quiet, limit time.Duration) {
+//
+// from is when the action that ends with the barrier finished: the quiet
+// is counted from it at the earliest, so what it set off has quiet to show
+// up in. The barrier an action starts with passes the zero time.
+func (s *session) settle(quiet, limit time.Duration, from time.Time) {
 	deadline := time.Now().Add(limit)
 	for {
 		if !s.drain(deadline) {
@@ -487,7 +491,7 @@ func (s *session) settle(quiet, limit time.Duration) {
 		if left <= 0 {
 			return
 		}
-		last := time.Unix(0, max64(s.lastSeen.Load(), s.lastDone.Load()))
+		last := time.Unix(0, max64(max64(s.lastSeen.Load(), s.lastDone.Load()), from.UnixNano()))
 		wait := quiet - now.Sub(last)
 		if age, young := s.youngest(now); young {
 			wait = max(wait, min(longLived-age, 10*time.Millisecond))
@@ -522,7 +526,7 @@ func (s *session) close(quiet, settleFor time.Duration) {
 				_ = pg.Close()
 			}
 		}
-		s.settle(quiet, settleFor)
+		s.settle(quiet, settleFor, time.Now())
 	}
 	if bctx != nil {
 		_ = bctx.Close()

@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/mxschmitt/playwright-go"
 
@@ -281,7 +282,7 @@ func (p *Pool) perform(ctx context.Context, r *broker.Run, req *broker.EffectReq
 		return nil, ErrRestarted
 	}
 	// What earlier actions set off is on record before this one acts.
-	s.settle(p.cfg.SettleQuiet, p.cfg.SettleMax)
+	s.settle(p.cfg.SettleQuiet, p.cfg.SettleMax, time.Time{})
 	switch a.name {
 	case ActionPages:
 		return reply(map[string]any{"pages": s.listPages(), "current": s.currentIndex()}, nil)
@@ -298,7 +299,7 @@ func (p *Pool) perform(ctx context.Context, r *broker.Run, req *broker.EffectReq
 	if touches(a.name) {
 		// What this action sets off is decided and on record before it
 		// returns (session.settle).
-		defer s.settle(p.cfg.SettleQuiet, p.cfg.SettleMax)
+		defer func() { s.settle(p.cfg.SettleQuiet, p.cfg.SettleMax, time.Now()) }()
 	}
 
 	failed := func(err error) error { return fmt.Errorf("%w: %s: %v", ErrAction, a.name, err) }
