@@ -146,6 +146,9 @@ func otherSite(w http.ResponseWriter, r *http.Request) {
 		webSocket(w, r)
 		return
 	}
+	if webrtcSite(w, r) {
+		return
+	}
 	fmt.Fprintln(w, "received")
 }
 
@@ -157,7 +160,7 @@ func ownSite(w http.ResponseWriter, r *http.Request) {
 		ownCookie.Store(&c.Value)
 	}
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
-	if backstopSite(w, r) || exfilSite(w, r) {
+	if backstopSite(w, r) || exfilSite(w, r) || webrtcSite(w, r) {
 		return
 	}
 	switch {
