@@ -116,3 +116,38 @@ func BenchmarkSessionStart(b *testing.B) {
 	slices.Sort(lat)
 	b.ReportMetric(float64(lat[len(lat)/2].Milliseconds()), "start-p50-ms")
 }
+
+// BenchmarkClick is one click on a page that sends nothing: the barrier an
+// action that touches a page ends with (SettleQuiet after the action) is
+// what it costs, against a pool whose barrier gives up at once.
+func BenchmarkClick(b *testing.B) {
+	bare := browser.New(browser.Config{ActionTimeout: 10 * time.Second, SettleMax: time.Nanosecond})
+	b.Cleanup(func() { _ = bare.Close() })
+	for _, c := range []struct {
+		name string
+		pool *browser.Pool
+	}{{"strict", pool}, {"strict-no-barrier", bare}} {
+		b.Run(c.name, func(b *testing.B) {
+			var env *sinktest.Env
+			if c.pool == pool {
+				env = start(b, policy.ModeStrict, "")
+			} else {
+				env = sinktest.Start(b, policy.ModeStrict, "", func(testing.TB, *sinktest.Env) []broker.Sink { return []broker.Sink{c.pool} })
+				c.pool.Bind(env.Broker)
+			}
+			run := env.Open(b, broker.OpenWork{Tenant: "acme", Person: "ada"})
+			b.Cleanup(func() { c.pool.CloseRun(run) })
+			do(b, env, run, "goto", map[string]any{"url": pageURL("/form.html")})
+			lat := make([]time.Duration, 0, b.N)
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				t0 := time.Now()
+				do(b, env, run, "click", map[string]any{"selector": "#show"})
+				lat = append(lat, time.Since(t0))
+			}
+			b.StopTimer()
+			slices.Sort(lat)
+			b.ReportMetric(float64(lat[len(lat)/2].Milliseconds()), "click-p50-ms")
+		})
+	}
+}

@@ -28,13 +28,12 @@ import (
 // A plain forward proxy sees only the host of a CONNECT, so it could only
 // refuse or allow a whole tunnel: refusing every tunnel to another site
 // broke a page's own subresources on HTTPS CDNs, and allowing one would let
-// whatever routing never sees (a shared worker, a beacon on unload, a 307
-// re-sending a body) ride it to that site undecided, since a browser reuses
-// its connections. So in report and strict mode the proxy terminates the
-// TLS of every tunnel itself and decides the requests inside one by one,
-// exactly as it decides plain http: reads pass, sends are decided, and a
-// request routing already decided carries its one-time token, which the
-// proxy strips. No tunnel is blind, so a tunnel is no longer decided by its
+// any request (a shared worker's, a beacon on unload, a 307 re-sending a
+// body) ride it to that site undecided, since a browser reuses its
+// connections. So in report and strict mode the proxy terminates the TLS of
+// every tunnel itself and decides the requests inside one by one, exactly
+// as it decides plain http: plain reads pass, reads carrying data and sends
+// are decided. No tunnel is blind, so a tunnel is no longer decided by its
 // host: a page's reads from other HTTPS hosts work in strict mode, and what
 // it sends there is decided per request.
 //
@@ -48,11 +47,13 @@ import (
 // site whose certificate does not verify answers 502, and the page sees
 // that. Chromium speaks HTTP/1.1 to the proxy (ALPN offers nothing else).
 //
-// A WebSocket inside a tunnel (wss://) to a host other than the page's or
-// one the agent navigated to is a "connect" effect, decided before its
-// handshake is sent, and its outcome counts and digests the frames the page
-// sent, as for ws://. A tunnel that does not start with a TLS handshake (a
-// ws:// WebSocket) is handled as before: by host, with its frames counted.
+// A WebSocket inside a tunnel (wss://) to a host other than the run's site
+// is a "connect" effect, decided before its handshake is sent, and its
+// outcome counts and digests the frames the page sent, as for ws://.
+// Anything but HTTP inside the TLS (TURN over TLS) is a connect decided by
+// host, reaching the site over TLS when allowed. A tunnel that does not
+// start with a TLS handshake (a ws:// WebSocket, TURN over TCP) is decided
+// by host too, with what it carries counted.
 // Mode off decides nothing and tunnels blind.
 
 // tlsRecordHandshake is the first byte of a TLS ClientHello.

@@ -475,12 +475,15 @@ func (p *Pool) open(s *session) (playwright.Page, error) {
 	// Nothing is routed through Playwright: the run's proxy listener sees
 	// every request the context makes and decides it (doc.go, "One eye").
 	bctx.OnPage(func(pg playwright.Page) {
-		// A page opening (a popup) is a page about to send: the settle
-		// barrier waits for its load (or longLived).
-		key := fmt.Sprintf("PAGE %p", pg)
-		s.issue("PAGE", key)
-		pg.OnLoad(func(playwright.Page) { s.arrived("PAGE", key) })
-		pg.OnClose(func(playwright.Page) { s.arrived("PAGE", key) })
+		// A popup opening is a page about to send: the settle barrier
+		// waits for its load (or longLived). The pool's own page (no
+		// opener) is not one.
+		if opener, err := pg.Opener(); err == nil && opener != nil {
+			key := fmt.Sprintf("PAGE %p", pg)
+			s.issue("PAGE", key)
+			pg.OnLoad(func(playwright.Page) { s.arrived("PAGE", key) })
+			pg.OnClose(func(playwright.Page) { s.arrived("PAGE", key) })
+		}
 		s.addPage(pg)
 	})
 	// Chromium's own word on what it sends: the settle barrier waits for

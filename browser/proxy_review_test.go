@@ -19,7 +19,7 @@ import (
 )
 
 // These tests send to a run's proxy listener directly, as Chromium would
-// for what routing never sees (a beacon on unload, a worker), with a real
+// for a beacon on unload or a worker, with a real
 // broker deciding; they need no Chromium.
 
 // offSite records what reached it: method, path and body.
