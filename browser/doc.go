@@ -289,13 +289,19 @@
 //
 //   - the choice of which plain read to make: a page can still signal by
 //     which of several data-free URLs it loads (CSS attribute selectors
-//     loading /a or /b), and through a path up to max_off_site_path_bytes
-//     or name labels up to max_off_site_name_bytes, one request at a time.
+//     loading /a or /b; which port, or which address of an IPv6 prefix the
+//     attacker holds, it asks for), and through a path up to
+//     max_off_site_path_bytes or name labels up to max_off_site_name_bytes,
+//     one request at a time.
 //     The limits stop a secret of realistic size in one request, not a
 //     page that spells one out over many; a deployment that must close
 //     this sets browser.off_site_reads: named;
 //   - timing: a site the page may read can be told things by when it is
 //     read;
+//   - a remote ICE candidate with a .local name the page adds can make
+//     Chromium send one mDNS query on the local network; the resolver
+//     rules have put "~NOTFOUND" in the name's place, so it carries no
+//     page data (WebTransport fails through the proxy and sends nothing);
 //   - requests are decided against the run's site whichever page sent
 //     them: with two pages open on two sites, the other page's requests
 //     to its own site count as off-site;

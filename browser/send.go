@@ -90,8 +90,9 @@ type request struct {
 
 // classify returns the send a request of s's is decided as, nil for a plain
 // read that is neither decided nor recorded. Under pol: anything but GET,
-// HEAD and OPTIONS is a send, and so is any request with a body; a GET or
-// HEAD to a host other than pageHost is a send when it carries data (a
+// HEAD and OPTIONS is a send, and so is any request with a body; a GET,
+// HEAD or OPTIONS to a host other than pageHost is a send when it carries
+// data (a
 // query, a long path, a long name, a header the page set: readData), or
 // when off_site_reads is named; a read of a target a scope names is a
 // navigate. Only sizes and a digest of what was carried are kept, and a
@@ -106,7 +107,7 @@ func (p *Pool) classify(pol *policy.Policy, s *session, req request, pageHost st
 	if to.host == "" {
 		return nil
 	}
-	if (method == "GET" || method == "HEAD") && !strings.EqualFold(to.host, pageHost) {
+	if !strings.EqualFold(to.host, pageHost) { // GET, HEAD or OPTIONS without a body
 		b := pol.Browser()
 		rd := &snd.data
 		if q := rawQuery(req.url); len(q) > b.MaxOffSiteQueryBytes {

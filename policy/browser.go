@@ -10,7 +10,7 @@ import (
 
 // Refusals of the browser sink beyond browser-send-off-site.
 const (
-	// RefuseBrowserQueryOffSite: a read (GET, HEAD) of another site whose
+	// RefuseBrowserQueryOffSite: a read (GET, HEAD, OPTIONS) of another site whose
 	// query carries more than BrowserRules.MaxOffSiteQueryBytes (by
 	// default any query at all: data in the address). Enforced in strict
 	// mode, recorded in report.
