@@ -383,9 +383,19 @@ func (s *session) issue(method, rawURL string) {
 	if s.issued == nil {
 		s.issued = map[string][]int64{}
 	}
+	now := time.Now()
+	if len(s.issued) >= maxExpect {
+		// Forget what went unanswered for longer than longLived: it no
+		// longer holds the barrier.
+		for k, q := range s.issued {
+			if now.Sub(time.Unix(0, q[len(q)-1])) >= longLived {
+				delete(s.issued, k)
+			}
+		}
+	}
 	if len(s.issued) < maxExpect {
 		k := strings.ToUpper(method) + " " + rawURL
-		s.issued[k] = append(s.issued[k], time.Now().UnixNano())
+		s.issued[k] = append(s.issued[k], now.UnixNano())
 	}
 }
 
