@@ -586,7 +586,10 @@ func openProvider(ctx context.Context, js jetstream.JetStream, c *serveConfig, g
 		return nil, fmt.Errorf("credential store: %w", err)
 	}
 	if c.grounding != "" {
-		rules, err := grounding.Load(c.grounding)
+		if cfg.ToolServers, err = toolServerNames(c.mcp.servers); err != nil {
+			return nil, fmt.Errorf("--mcp-servers: %w", err)
+		}
+		rules, err := provider.LoadGrounding(c.grounding, cat.WithToolServers(cfg.ToolServers...))
 		if err != nil {
 			log.Error("grounding rules could not be read: every provider call is refused until they are fixed", "file", c.grounding, "err", err)
 			rules = grounding.Unreadable(c.grounding, err)
