@@ -85,7 +85,8 @@ Commands:
   checkpoint sign a checkpoint of the journal's head log now and have witnesses cosign it
   witness   run a checkpoint witness: cosigns a log's checkpoints, refuses forks and rollbacks
   keygen    make an Ed25519 key for journal signing or a witness
-  policy    policy review: what strict mode would refuse, with rules to copy
+  policy    policy review: what strict mode would refuse, with rules to copy;
+            policy check: the policy, catalogue and grounding rules checked together
   users     dashboard users: add, passwd, remove, list
   evidence  what agents did for a person; a tenant's evidence export; erase a person's content
   replay    decide recorded effects again from their recorded inputs (and under a candidate policy)

@@ -565,13 +565,15 @@ func (g *gateway) serve(ctx context.Context, line []byte) []byte {
 	return marshalReply(g.p.Propose(g.withContract(ctx, params), broker.Internal(g.origin), policy.SinkProvider, data))
 }
 
-// withContract puts the program's contract for the provider the call
-// names on the context the call is proposed with, for code held to its
-// contract (registry and model): its operations for that provider when
-// verified, none (nil) when not.
+// withContract puts on the context a call is proposed with the program's
+// contract for the provider the call names (broker.ContextWithProgramContract,
+// the provider sink's seam): for code held to its own contract (registry
+// and model), its operations for that provider when verified, none (nil)
+// when not, or when it was not read; for shipped and runtime code none,
+// which holds it to nothing more than the catalogue's contracts.
 func (g *gateway) withContract(ctx context.Context, params json.RawMessage) context.Context {
-	if g.contract == nil || !untrusted(g.origin) {
-		return ctx
+	if !untrusted(g.origin) || g.contract == nil {
+		return broker.ContextWithProgramContract(ctx, nil)
 	}
 	var named struct {
 		Provider string `json:"provider"`
