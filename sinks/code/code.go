@@ -69,13 +69,15 @@
 // is verified, and why not. The contract is recorded with the code
 // effect's decision (journal.Decision.Contract). Each call the program
 // then makes through the gateway is proposed with the program's contract
-// for that provider on the context (broker.ContextWithProgramContract, in
-// process, never from what the program writes), when the code's origin is
-// registry or model: a mutating call inside a verified contract is
-// allowed and recorded verified, one outside it is outside-contract, and
-// with an unverified contract every mutating call is
-// unverified-model-code. Shipped and runtime code keep the catalogue's
-// contracts. A program that is not Python has an unverified contract.
+// for that provider on the context (broker.ContextWithProgramContract, the
+// provider sink's seam: in process, never from what the program writes).
+// For registry and model code, a mutating call inside a verified contract
+// is allowed and recorded verified, one outside it is outside-contract,
+// and with an unverified contract (or none read) every mutating call is
+// unverified-model-code. Shipped and runtime code are handed no operations
+// (nil), which holds them to the catalogue's contracts only. Either way
+// the catalogue's contract of the integration a call names holds too. A
+// program that is not Python has an unverified contract.
 //
 // # Stored integrations
 //
