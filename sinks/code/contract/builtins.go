@@ -877,19 +877,8 @@ func (st *state) callPythonBuiltin(fr *frame, name string, a *args, site *Node) 
 		if !ok {
 			return top{}, true
 		}
-		c := *f
-		switch name {
-		case "staticmethod":
-			c.isStatic = true
-		case "classmethod":
-			c.isClass = true
-		default:
-			c.isProperty = true
-			if s, ok := a.arg(1, "fset").(*fn); ok {
-				c.setter = s
-			}
-		}
-		return &c, true
+		setter, _ := a.arg(1, "fset").(*fn)
+		return f.as(name, setter), true
 	case "exit", "quit", "sys.exit":
 		touchAll()
 		return nil, true

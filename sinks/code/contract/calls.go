@@ -649,16 +649,7 @@ func (st *state) decorate(fr *frame, d, f value, site *Node) value {
 			if !isFn {
 				return f
 			}
-			c := *g
-			switch b.name {
-			case "staticmethod":
-				c.isStatic = true
-			case "classmethod":
-				c.isClass = true
-			default:
-				c.isProperty = true
-			}
-			return &c
+			return g.as(b.name, nil)
 		case "property.setter":
 			p, ok := b.self.(*fn)
 			if !ok || !isFn {
@@ -795,4 +786,20 @@ func (st *state) callLate(fr *frame, f value, a *args, site *Node) value {
 	st.late++
 	defer func() { st.late-- }()
 	return st.call(fr, f, a, site)
+}
+
+// as is f made a static method, a class method or a property (with its
+// setter) by the builtin of that name.
+func (f *fn) as(kind string, setter *fn) *fn {
+	c := *f
+	switch kind {
+	case "staticmethod":
+		c.isStatic = true
+	case "classmethod":
+		c.isClass = true
+	default:
+		c.isProperty = true
+		c.setter = setter
+	}
+	return &c
 }

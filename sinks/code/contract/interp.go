@@ -400,19 +400,16 @@ func (st *state) exec(fr *frame, n *Node) bool {
 			st.problem(ReasonUnsupported, "async with: the reader does not follow asynchronous code")
 		}
 		return st.execWith(fr, n)
-	case "FunctionDef", "AsyncFunctionDef":
-		f := st.defineFunction(fr, n)
-		if f == nil {
+	case "FunctionDef", "AsyncFunctionDef", "ClassDef":
+		define := st.defineFunction
+		if n.Type == "ClassDef" {
+			define = st.defineClass
+		}
+		v := define(fr, n)
+		if v == nil {
 			return false
 		}
-		st.setVar(fr, n.Str("name"), f)
-		return true
-	case "ClassDef":
-		c := st.defineClass(fr, n)
-		if c == nil {
-			return false
-		}
-		st.setVar(fr, n.Str("name"), c)
+		st.setVar(fr, n.Str("name"), v)
 		return true
 	case "Import":
 		for _, a := range n.Nodes("names") {
