@@ -347,8 +347,27 @@ func (s *Sink) Describe(ctx context.Context, run *broker.Run, req *broker.Effect
 	if s.gateway.Load() != nil {
 		st.contract = s.readContract(ctx, prog, []byte(p.Source), p.Files)
 		prop.Contract = Record(st.contract)
+		if stored != nil {
+			if err := withinEffect(st.contract, stored.Effect); err != nil {
+				return nil, fmt.Errorf("%w: the stored integration %s %v (its source was changed after it was stored)", broker.ErrBadRequest, stored.Name, err)
+			}
+		}
 	}
 	return prop, nil
+}
+
+// withinEffect says which operation of a verified contract its declared
+// effect does not allow, nil when none.
+func withinEffect(c *contract.Contract, effect policy.EffectClass) error {
+	if !c.Verified {
+		return nil // every mutating call is refused anyway (unverified-model-code)
+	}
+	for _, op := range c.Operations {
+		if !declaredAllows(effect, op.Method) {
+			return fmt.Errorf("sends %s, beyond the %s effect it declares; declare a wider effect or change the code", op, effect)
+		}
+	}
+	return nil
 }
 
 // shadowsClient reports whether a file of this name would be imported as
@@ -408,12 +427,8 @@ func (s *Sink) describeRegister(ctx context.Context, run *broker.Run, req *broke
 		return nil, fmt.Errorf("%w: source is %d bytes, the limit is %d", broker.ErrBadRequest, len(p.Source), s.cfg.MaxInput)
 	}
 	c := s.readContract(ctx, prog, []byte(p.Source), nil)
-	if c.Verified {
-		for _, op := range c.Operations {
-			if !declaredAllows(p.Effect, op.Method) {
-				return nil, fmt.Errorf("%w: its code sends %s, beyond the %s effect it declares; declare a wider effect or change the code", broker.ErrBadRequest, op, p.Effect)
-			}
-		}
+	if err := withinEffect(c, p.Effect); err != nil {
+		return nil, fmt.Errorf("%w: its code %v", broker.ErrBadRequest, err)
 	}
 	origin := req.Origin
 	if origin == "" {
