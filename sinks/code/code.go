@@ -89,7 +89,10 @@
 // {"integration": "erp-remind", "stdin": ..., "args": ...} runs the stored
 // source as origin registry, with its name as atom and its declared
 // effect; its contract is the one read from the stored source (cached when
-// stored, re-read by every broker's watch when the entry changes).
+// stored, re-read by every broker's watch when the entry changes). A run
+// whose stored source no longer matches its digest is UNAVAILABLE, and one
+// whose verified contract now sends beyond the declared effect is a bad
+// request: neither runs.
 package code
 
 import (
