@@ -307,7 +307,16 @@ func TestEffectsKeysAndApprovalsAsTheREADMEShows(t *testing.T) {
 	jdir := filepath.Join(data, "journal")
 	want(t, gh(t, "verify", jdir, "--trusted-key", filepath.Join(keys, "log.pub"), "--require-signatures"), 0, "intact", "checked: signatures:", "events signed")
 	// While serve writes the journal, checkpoint sends the operator to it.
-	want(t, gh(t, "checkpoint", "--data-dir", data, "--signing-key-file", logKey, "--log-origin", "e2e.example/cli"), 1, "/checkpoint")
+	busy := gh(t, "checkpoint", "--data-dir", data, "--signing-key-file", logKey, "--log-origin", "e2e.example/cli")
+	want(t, busy, 1, "curl -X POST "+s.ep.HTTP+"/checkpoint")
+	// ... and what it says works: no dashboard user yet, so no sign-in.
+	resp, err := http.Post(s.ep.HTTP+"/checkpoint", "text/plain", nil)
+	must(t, err)
+	signed, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !strings.HasPrefix(string(signed), "e2e.example/cli\n") {
+		t.Fatalf("the POST checkpoint told to make: %d %s", resp.StatusCode, signed)
+	}
 	want(t, gh(t, as("work", "close", run)...), 0)
 	s.stop(t)
 

@@ -192,6 +192,14 @@ var cmdDocs = map[string]cmdDoc{
 		},
 		exits: []exitDoc{{0, "listed"}, {2, "no such sink or action, or bad usage"}},
 	},
+	"contract": {
+		examples: []string{
+			"gatehouse contract read pay.py",
+			"gatehouse contract read pay.py --files helpers.py --entry main --json",
+			"cat pay.py | gatehouse contract read -",
+		},
+		exits: []exitDoc{{0, "the contract is verified"}, {1, "not verified (each reason with its line)"}, {2, "bad usage, a file that cannot be read"}},
+	},
 	"version": {
 		examples: []string{"gatehouse version", "gatehouse version --json"},
 		exits:    []exitDoc{{0, "printed"}},

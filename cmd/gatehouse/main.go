@@ -94,6 +94,7 @@ Commands:
   bench     drive many agents over NATS and report decisions/s, latency and journal lag
   sandbox   self-test the sandbox tiers on this machine (sandbox check)
   sinks     every sink's actions and the params each takes (sinks/REFERENCE.md)
+  contract  read the operations a Python program can send (contract read FILE)
   version   print the version
 
 Run 'gatehouse <command> --help' (or 'gatehouse help <command>') for a
@@ -148,6 +149,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 		return cmdSandbox(ctx, env, rest)
 	case "sinks":
 		return cmdSinks(ctx, env, rest)
+	case "contract":
+		return cmdContract(ctx, env, rest)
 	case "version", "--version":
 		return cmdVersion(env, rest)
 	case "help", "-h", "--help":
