@@ -179,7 +179,7 @@ func TestHelpOnceOnStdout(t *testing.T) {
 	}
 	snakeJSON(t, "version", gh(t, "version", "--json").stdout)
 	snakeJSON(t, "sinks", gh(t, "sinks", "--json").stdout)
-	if r := gh(t, "sinks", "code"); r.code != 0 || !strings.Contains(r.stdout, "program") || !strings.Contains(r.stdout, "gatehouse effect code --run RUN --params") {
+	if r := gh(t, "sinks", "code"); r.code != 0 || !strings.Contains(r.stdout, "program") || !strings.Contains(r.stdout, "gatehouse effect code --run RUN --action run --params") {
 		t.Errorf("sinks code: %d\n%s", r.code, r.stdout)
 	}
 }
@@ -270,10 +270,10 @@ func TestEffectsKeysAndApprovalsAsTheREADMEShows(t *testing.T) {
 
 	// A program that fails: allowed and carried out, exit 1, its output shown.
 	prog := `{"program": "python3", "source": "print(6*7)\nimport sys; sys.exit(3)"}`
-	r := gh(t, as("effect", "code", "--run", run, "--params", prog)...) // code has one action: no --action
+	r := gh(t, as("effect", "code", "--run", run, "--action", "run", "--params", prog)...)
 	want(t, r, 1, "allowed (strict mode)", "exit code 3", "    42", "the effect was allowed and carried out, and it failed")
-	want(t, gh(t, as("effect", "code", "--run", run, "--params", `{"program": "sh", "source": "echo ok"}`)...), 0, "exit code 0", "    ok")
-	js := gh(t, as("effect", "code", "--run", run, "--params", prog, "--json")...)
+	want(t, gh(t, as("effect", "code", "--run", run, "--action", "run", "--params", `{"program": "sh", "source": "echo ok"}`)...), 0, "exit code 0", "    ok")
+	js := gh(t, as("effect", "code", "--run", run, "--action", "run", "--params", prog, "--json")...)
 	want(t, js, 1, `"exit_code":3`)
 	snakeJSON(t, "effect", js.stdout)
 	// A mistyped sink, a sink needing its action.

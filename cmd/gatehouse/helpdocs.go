@@ -42,7 +42,7 @@ var cmdDocs = map[string]cmdDoc{
 	"effect": {
 		examples: []string{
 			"gatehouse effect output --run r_01m8n75ye327hsa7apgb8fqfxn --result '{\"rows\": 3}'",
-			"gatehouse effect code --run RUN --params '{\"program\": \"python3\", \"source\": \"print(6*7)\"}'",
+			"gatehouse effect code --run RUN --action run --params '{\"program\": \"python3\", \"source\": \"print(6*7)\"}'",
 			"gatehouse effect memory --run RUN --action put --params '{\"key\": \"k\", \"value\": 1}' --json",
 		},
 		exits: []exitDoc{{0, "allowed, and it happened"}, {1, "refused, or allowed and it failed (a program exiting non-zero), or no broker answered"},

@@ -85,10 +85,17 @@ func describeSinks() ([]refAction, error) {
 		return nil, err
 	}
 	defer mcp.Close()
-	sinks := []broker.Sink{(*output.Sink)(nil), (*code.Sink)(nil), (*process.Sink)(nil), (*artifact.Sink)(nil),
+	// The code sink describes register only with a registry, as serve
+	// always gives it one; the others describe themselves without state.
+	codeSink := code.New(nil, code.Config{Registry: new(code.Registry)})
+	sinks := []broker.Sink{(*output.Sink)(nil), codeSink, (*process.Sink)(nil), (*artifact.Sink)(nil),
 		(*workspace.Sink)(nil), (*memory.Sink)(nil), (*peer.Sink)(nil), (*provider.Sink)(nil), (*browser.Pool)(nil), mcp}
+	acts, err := describedActions(sinks)
+	if err != nil {
+		return nil, err
+	}
 	var out []refAction
-	for _, a := range broker.DescribedActions(sinks) {
+	for _, a := range acts {
 		s, err := a.Schema()
 		if err != nil {
 			return nil, err
@@ -343,4 +350,15 @@ func upperFirst(s string) string {
 		return s
 	}
 	return strings.ToUpper(s[:1]) + s[1:]
+}
+
+// describedActions is broker.DescribedActions, a sink whose description
+// needs state it was not given reported as an error, not a crash.
+func describedActions(sinks []broker.Sink) (acts []broker.Action, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("a sink cannot describe its actions without its state (sinks.go builds it): %v", r)
+		}
+	}()
+	return broker.DescribedActions(sinks), nil
 }

@@ -49,7 +49,7 @@ func TestSinkReferenceIsCurrent(t *testing.T) {
 
 // A sink with one action needs no --action; the others list theirs.
 func TestActionsOf(t *testing.T) {
-	for sink, want := range map[policy.Sink][]string{policy.SinkOutput: {"deliver"}, policy.SinkCode: {"run"},
+	for sink, want := range map[policy.Sink][]string{policy.SinkOutput: {"deliver"}, policy.SinkCode: {"register", "run"},
 		policy.SinkProcess: {"exec"}, policy.SinkMemory: {"delete", "get", "put"}} {
 		if got := actionsOf(sink); !slices.Equal(got, want) {
 			t.Errorf("actionsOf(%s) = %v, want %v", sink, got, want)
