@@ -534,8 +534,11 @@ func printStatus(env *cliEnv, r *statusReport) {
 	fmt.Fprintf(o, "Brokers (queue group %s): %d\n", subject.QueueGroup, len(r.Brokers))
 	for _, b := range r.Brokers {
 		fmt.Fprintf(o, "  %s v%s requests %d errors %d", b.ID, b.Version, b.Requests, b.Errors)
-		if b.AverageMs > 0 {
+		switch {
+		case b.AverageMs >= 0.1:
 			fmt.Fprintf(o, " average %.2f ms", b.AverageMs)
+		case b.AverageMs > 0:
+			fmt.Fprintf(o, " average %.0f µs", b.AverageMs*1000)
 		}
 		fmt.Fprintf(o, " since %s\n", b.Started)
 		printBrokerStatus(o, b.Status)
