@@ -198,6 +198,7 @@ func cmdServe(ctx context.Context, env *cliEnv, args []string) error {
 	}
 	defer nc.Close()
 	defer rc.Close()
+	logNATSErrors(log, nc, rc) // natslog.go
 	if err := broker.ProbeReplies(rc); err != nil {
 		if ns != nil {
 			return fmt.Errorf("embedded NATS: %w", err)
