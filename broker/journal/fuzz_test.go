@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/gowebpki/jcs"
+
+	"github.com/gatehouse/gatehouse/broker/journal/canon"
 )
 
 func FuzzParseLine(f *testing.F) {
@@ -67,7 +69,7 @@ func FuzzCanonical(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
-		if !isCanonical(b) {
+		if !canon.IsCanonical(b) {
 			return
 		}
 		c, err := jcs.Transform(b)

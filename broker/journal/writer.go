@@ -87,6 +87,7 @@ type Writer struct {
 	failed     error
 	tree       *Tree // the head log's Merkle tree; nil until a Checkpointer builds it
 	slot       sigSlot
+	scratch    []byte // encoding space for Append, under mu
 
 	written atomic.Uint64 // events durably written since Open
 }
@@ -419,16 +420,20 @@ func (w *Writer) Append(batch []Event) ([]Event, error) {
 		e.Seq = st.seq + 1
 		e.Prev = st.last
 		e.Hash = ""
-		line, h, err := encodeEvent(e)
-		start, at := len(st.pend), 0
+		start, at := len(st.pend), -1
+		data, err := canonicalData(e.Data)
+		var h string
 		if err == nil {
+			h, w.scratch, err = eventHash(w.scratch, &e, data)
+		}
+		if err == nil {
+			// With a signer, the signature's place is reserved now and
+			// filled by commit, once the whole batch is chained.
+			var sig []byte
 			if w.opts.Signer != nil {
-				// The signature's place is reserved now and filled by
-				// commit, once the whole batch is chained.
-				st.pend, at, err = appendWithMember(st.pend, line, "sig", w.slot.val)
-			} else {
-				st.pend = append(st.pend, line...)
+				sig = w.slot.val
 			}
+			st.pend, at, err = appendEvent(st.pend, &e, data, h, sig)
 		}
 		if n := len(st.pend) - start; err == nil && n > MaxLineBytes {
 			err = fmt.Errorf("%w: line of %d bytes", ErrInvalidEvent, n)

@@ -65,6 +65,7 @@ type serveConfig struct {
 	replicas  int
 	logFormat string
 	logLevel  string
+	pprofAddr string
 
 	agents       listFlag
 	sandboxTiers listFlag
@@ -114,6 +115,7 @@ func serveFlags(env *cliEnv, c *serveConfig) *flagSet {
 	fs.stringVar(&c.journalCapture, "journal-capture", envOr(env, "JOURNAL_CAPTURE", "full"), "what is kept of what decisions depended on, beside the journal in DATA_DIR/content: full (replayable), digests (verifiable only) or off (also $JOURNAL_CAPTURE)")
 	fs.stringVar(&c.contentStore, "content-store", "dir", "where captured content is kept: dir (DATA_DIR/content, this host only) or objectstore (the NATS Object Store bucket gatehouse_content, shared by every broker of a cluster)")
 	fs.intVar(&c.journalContentDays, "journal-content-days", envInt(env, "JOURNAL_CONTENT_DAYS", 30), "erase captured content unused for this many days; 0 keeps it (also $JOURNAL_CONTENT_DAYS)")
+	fs.stringVar(&c.pprofAddr, "pprof", "", pprofUsage)
 	fs.stringVar(&c.logFormat, "log-format", "text", "text or json")
 	fs.stringVar(&c.logLevel, "log-level", "info", "debug, info, warn or error")
 	return fs
@@ -141,6 +143,11 @@ func cmdServe(ctx context.Context, env *cliEnv, args []string) error {
 	}
 	abs, _ := filepath.Abs(c.dataDir)
 	c.dataDir = abs
+	stopPprof, err := startPprof(c.pprofAddr, log)
+	if err != nil {
+		return err
+	}
+	defer stopPprof()
 
 	// NATS: embedded unless a URL is given.
 	var ns *embedded.Server
