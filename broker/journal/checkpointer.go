@@ -300,7 +300,7 @@ func (c *Checkpointer) store(b []byte) error {
 		err = os.Rename(tmp, filepath.Join(dir, latestFile))
 	}
 	if err == nil {
-		err = syncDir(dir)
+		err = syncDir(OSFS{}, dir)
 	}
 	if err != nil {
 		return fmt.Errorf("journal: store checkpoint: %w", err)

@@ -63,7 +63,7 @@ func TestEncodeMatchesTwoStep(t *testing.T) {
 		data := rapid.OneOf(
 			rapid.Custom(func(t *rapid.T) any {
 				return Decision{
-					ActingFor: policy.Principal{Tenant: str.Draw(t, "tenant"), Person: str.Draw(t, "person")},
+					ActingFor:     policy.Principal{Tenant: str.Draw(t, "tenant"), Person: str.Draw(t, "person")},
 					ScopesChecked: rapid.SliceOf(str).Draw(t, "scopes"), PolicyDigest: str.Draw(t, "pd"),
 					Mode: policy.Mode(str.Draw(t, "mode")), Sink: policy.Sink(str.Draw(t, "sink")), Action: str.Draw(t, "action"),
 					Target: str.Draw(t, "target"), Size: rapid.Int64().Draw(t, "size"), Confined: rapid.Bool().Draw(t, "confined"),
