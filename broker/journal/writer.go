@@ -108,6 +108,8 @@ type Writer struct {
 	headDirty bool
 	newFiles  bool // a run file was created since the last sync
 
+	failedCh chan struct{} // closed when failed is first set
+
 	syncMu  sync.Mutex // serialises syncs
 	syncReq chan struct{}
 	stop    chan struct{}
@@ -168,6 +170,7 @@ func Open(dir string, opts WriterOptions) (*Writer, error) {
 		lru:        list.New(),
 		dirty:      make(map[string]bool),
 		syncReq:    make(chan struct{}, 1),
+		failedCh:   make(chan struct{}),
 		stop:       make(chan struct{}),
 	}
 	if err := w.fs.MkdirAll(w.runDir, dirMode); err != nil {
@@ -489,7 +492,7 @@ func (w *Writer) Append(batch []Event) ([]Event, error) {
 		written = append(written, e)
 	}
 	if durable, err := w.commit(touched, sigs); err != nil {
-		w.failed = err
+		w.fail(err)
 		if !durable {
 			return nil, fmt.Errorf("%w: %w", ErrFailed, err)
 		}
@@ -627,6 +630,18 @@ func (w *Writer) sign(jobs []sigJob) {
 	signers.Wait()
 }
 
+// fail marks the Writer failed (the first error stays). Called under mu.
+func (w *Writer) fail(err error) {
+	if w.failed == nil {
+		w.failed = err
+		close(w.failedCh)
+	}
+}
+
+// Failed is closed once the Writer has failed: every later Append returns
+// ErrFailed, and the Writer must be closed and the journal opened again.
+func (w *Writer) Failed() <-chan struct{} { return w.failedCh }
+
 // askSync asks the background loop to sync soon.
 func (w *Writer) askSync() {
 	select {
@@ -648,8 +663,8 @@ func (w *Writer) syncLoop() {
 		}
 		if err := w.Sync(); err != nil {
 			w.mu.Lock()
-			if w.failed == nil && !w.closed {
-				w.failed = err
+			if !w.closed {
+				w.fail(err)
 			}
 			w.mu.Unlock()
 			w.log.Error("journal: fsync of the journal files failed; the writer must be reopened (its log keeps every acknowledged line)", "err", err)

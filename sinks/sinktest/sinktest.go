@@ -132,6 +132,9 @@ func (e *Env) Open(t testing.TB, w broker.OpenWork) string {
 func (e *Env) Drain(t testing.TB) {
 	t.Helper()
 	ctx := Ctx(t)
+	if err := e.Broker.Flush(ctx); err != nil { // outcomes recorded after their replies
+		t.Fatal(err)
+	}
 	for {
 		cons, err := e.JS.Consumer(ctx, subject.JournalStream, subject.JournalConsumer)
 		if err == nil {

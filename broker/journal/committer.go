@@ -1,0 +1,172 @@
+package journal
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+)
+
+// ErrCommitterClosed: the Committer was closed; nothing more is taken.
+var ErrCommitterClosed = errors.New("journal: committer closed")
+
+// CommitterOptions configure a Committer. The zero value is usable.
+type CommitterOptions struct {
+	// MaxBatch bounds the events of one group commit. Default 512.
+	MaxBatch int
+	// Queue bounds the callers waiting for the next group commit; past it
+	// Commit waits for room. Default 4096.
+	Queue int
+}
+
+// Committer gathers the events of concurrent callers in this process
+// into group commits on one Writer: while the Writer makes one batch
+// durable (one log fsync), the next callers' events queue, and the next
+// Append takes all of them. It is how a broker in the writer's own
+// process records without JetStream in between (serve's embedded shape):
+// a decision is on disk, fsynced, before Commit returns.
+//
+// Events of one caller are written in order and together, in one Append.
+// Callers are served in the order their events were handed over, so two
+// callers recording one after the other (an outcome after its decision)
+// are written in that order. One goroutine, started by NewCommitter and
+// stopped by Close, calls Append. Safe for concurrent use.
+type Committer struct {
+	w    *Writer
+	opts CommitterOptions
+	reqs chan *commitReq
+
+	mu     sync.RWMutex // held shared by senders, exclusively by Close
+	closed bool
+	wg     sync.WaitGroup
+}
+
+// commitReq is one caller's events and how to answer it.
+type commitReq struct {
+	events []Event
+	done   func(error)
+}
+
+// NewCommitter starts committing to w. The Committer does not own w:
+// close the Committer before w.
+func NewCommitter(w *Writer, opts CommitterOptions) *Committer {
+	if opts.MaxBatch <= 0 {
+		opts.MaxBatch = 512
+	}
+	if opts.Queue <= 0 {
+		opts.Queue = 4096
+	}
+	c := &Committer{w: w, opts: opts, reqs: make(chan *commitReq, opts.Queue)}
+	c.wg.Go(c.loop)
+	return c
+}
+
+// Commit hands events to the next group commit and returns once they are
+// durable (nil), or with the error of the first that was not written
+// (wrapping ErrInvalidEvent, ErrCorruptRun, ErrFailed, ...). When ctx ends
+// first it returns ctx's error: the events may still be written.
+func (c *Committer) Commit(ctx context.Context, events ...Event) error {
+	res := make(chan error, 1)
+	if err := c.send(ctx, events, func(err error) { res <- err }); err != nil {
+		return err
+	}
+	select {
+	case err := <-res:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// CommitAsync hands events to the next group commit and returns at once;
+// done (which may be nil) is called with Commit's result from the
+// committer's goroutine, so it must not block. It waits only when the
+// queue is full, and fails (done is then not called) when the Committer
+// is closed or ctx ends while it waits.
+func (c *Committer) CommitAsync(ctx context.Context, done func(error), events ...Event) error {
+	if done == nil {
+		done = func(error) {}
+	}
+	return c.send(ctx, events, done)
+}
+
+func (c *Committer) send(ctx context.Context, events []Event, done func(error)) error {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	if c.closed {
+		return ErrCommitterClosed
+	}
+	select {
+	case c.reqs <- &commitReq{events: events, done: done}:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Close stops taking events, commits every event already handed over
+// (their callers are answered), and stops the goroutine. It is safe to
+// call more than once.
+func (c *Committer) Close() {
+	c.mu.Lock()
+	if !c.closed {
+		c.closed = true
+		close(c.reqs)
+	}
+	c.mu.Unlock()
+	c.wg.Wait()
+}
+
+func (c *Committer) loop() {
+	var (
+		batch []Event
+		group []*commitReq
+	)
+	for {
+		r, ok := <-c.reqs
+		if !ok {
+			return
+		}
+		batch, group = append(batch[:0], r.events...), append(group[:0], r)
+	fill:
+		for len(batch) < c.opts.MaxBatch {
+			select {
+			case r, ok := <-c.reqs:
+				if !ok {
+					break fill
+				}
+				batch, group = append(batch, r.events...), append(group, r)
+			default:
+				break fill
+			}
+		}
+		c.commit(batch, group)
+	}
+}
+
+// commit appends one group and answers each of its callers.
+func (c *Committer) commit(batch []Event, group []*commitReq) {
+	_, err := c.w.Append(batch)
+	var per map[int]error
+	if es, ok := errors.AsType[EventErrors](err); ok {
+		per = make(map[int]error, len(es))
+		for _, e := range es {
+			per[e.Index] = e
+		}
+		err = nil
+	}
+	at := 0
+	for _, r := range group {
+		rerr := err
+		if rerr == nil && per != nil {
+			for i := range r.events {
+				if e, bad := per[at+i]; bad {
+					rerr = fmt.Errorf("journal: event %s of run %s not written: %w", r.events[i].ID, r.events[i].Run, e)
+					break
+				}
+			}
+		}
+		at += len(r.events)
+		r.done(rerr)
+	}
+}
