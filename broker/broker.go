@@ -219,11 +219,9 @@ func (b *Broker) CloseRun(ctx context.Context, c *CloseWork) error {
 // It never returns a nil reply; errors are in EffectReply.Error.
 //
 // The promise: in report and strict mode no effect is performed before its
-// policy.decision and effect.attempt are acknowledged by the journal (as
-// one record, see GroupJournal), except in report mode when the journal
-// fails, which is logged and answered with Recorded false. In strict mode
-// a decision that cannot be recorded refuses. The effect.outcome is
-// recorded after the reply is sent (PipelinedJournal).
+// policy.decision and effect.attempt are acknowledged by the journal, except
+// in report mode when the journal fails, which is logged and answered with
+// Recorded false. In strict mode a decision that cannot be recorded refuses.
 func (b *Broker) Propose(ctx context.Context, sinkName policy.Sink, data []byte) *EffectReply {
 	start := time.Now()
 	var slot requestSlot

@@ -13,6 +13,8 @@
 //	LOCK               the writer's lock file; not part of the record
 //	wal/               the writer's log of lines not yet fsynced in their
 //	                   files (wal.go); not part of the record
+//	tiles/             the head log's Merkle tree as C2SP tlog-tiles hash
+//	                   tiles (tiles.go); derived, not part of the record
 //
 // A run id is 1 to 64 ASCII letters, digits, '_' or '-' (brokers make
 // r_ plus 26 lowercase base-32 characters); no other name is ever joined

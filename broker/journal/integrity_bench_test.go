@@ -1,6 +1,7 @@
 package journal
 
 import (
+	"container/list"
 	"crypto/sha256"
 	"fmt"
 	"os"
@@ -234,4 +235,72 @@ func BenchmarkCheckpoint1M(b *testing.B) {
 			}
 		}
 	})
+}
+
+// BenchmarkTiles1M: the same tree of 1,000,000 head entries kept as tiles
+// on disk (what the writer keeps): building it, the memory it holds once
+// built against the in-memory tree's, and a consistency and an inclusion
+// proof read from the tiles (the cache cold, then warm).
+func BenchmarkTiles1M(b *testing.B) {
+	const n = 1_000_000
+	leaves := make([]tlog.Hash, n)
+	for i := range leaves {
+		leaves[i] = tlog.RecordHash(fmt.Appendf(nil, `{"seq":%d}`, i+1))
+	}
+	var tt *TileTree
+	dir := b.TempDir()
+	b.Run("build", func(b *testing.B) {
+		for b.Loop() {
+			_ = os.RemoveAll(dir)
+			tt = &TileTree{dir: dir, log: testLogger(), cache: map[tileKey]*list.Element{}, lru: list.New()}
+			for _, h := range leaves {
+				tt.add(h)
+			}
+		}
+		b.ReportMetric(float64(b.N*n)/b.Elapsed().Seconds(), "entries/s")
+	})
+	held := 0
+	for _, e := range tt.edge {
+		held += cap(e) * tlog.HashSize
+	}
+	held += tt.lru.Len() * tileBytes
+	var mem Tree
+	for _, h := range leaves {
+		mem.AppendHash(h)
+	}
+	b.Run("memory", func(b *testing.B) {
+		for b.Loop() {
+		}
+		b.ReportMetric(float64(held), "tile-tree-bytes")
+		b.ReportMetric(float64(len(mem.hashes)*tlog.HashSize), "memory-tree-bytes")
+	})
+	root, _ := mem.Root(n)
+	old := int64(n - 12_345)
+	oldRoot, _ := mem.Root(old)
+	for _, warm := range []bool{false, true} {
+		b.Run(fmt.Sprintf("consistency-proof/warm=%v", warm), func(b *testing.B) {
+			for b.Loop() {
+				if !warm {
+					clear(tt.cache)
+					tt.lru.Init()
+				}
+				p, err := tt.ConsistencyProof(old, n)
+				if err != nil || tlog.CheckTree(p, n, root, old, oldRoot) != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+		b.Run(fmt.Sprintf("inclusion-proof/warm=%v", warm), func(b *testing.B) {
+			for b.Loop() {
+				if !warm {
+					clear(tt.cache)
+					tt.lru.Init()
+				}
+				p, err := tt.InclusionProof(654_321, n)
+				if err != nil || tlog.CheckRecord(p, n, root, 654_321, leaves[654_321]) != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
 }

@@ -93,7 +93,7 @@ type Writer struct {
 	lru        *list.List // of *runState, most recent first
 	closed     bool
 	failed     error
-	tree       *Tree // the head log's Merkle tree; nil until a Checkpointer builds it
+	tree       *TileTree // the head log's Merkle tree, as tiles; nil until a Checkpointer opens it
 	slot       sigSlot
 	scratch    []byte // encoding space for Append, under mu
 

@@ -183,6 +183,7 @@ func cmdServe(ctx context.Context, env *cliEnv, args []string) error {
 	if err != nil {
 		return err
 	}
+	defer runs.Stop()
 	sb := detectSandbox(ctx, &c, log)
 	sinks, err := openSinks(ctx, js, &c, sb, log)
 	defer sinks.close()

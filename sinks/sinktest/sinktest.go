@@ -67,6 +67,7 @@ func Start(t testing.TB, mode policy.Mode, rules string, sinks SinkFactory) *Env
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(runs.Stop)
 	pol := policy.Default()
 	if rules != "" {
 		path := filepath.Join(dir, "rules.yaml")

@@ -103,6 +103,7 @@ func StartWith(t testing.TB, cfg Config) *Env {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(runs.Stop)
 	if env.Store, err = content.Open(env.ContentDir, content.Options{Now: now}); err != nil {
 		t.Fatal(err)
 	}
