@@ -294,9 +294,16 @@ func Verify(dir string, opts VerifyOptions) (*Report, error) {
 	results := make([]runResult, len(runs))
 	jobs := make(chan int)
 	var wg sync.WaitGroup
+	var pool *sigPool
+	if opts.Keys != nil && opts.Workers > 1 {
+		// Signatures are checked on every core, whatever the runs they
+		// are in: a journal of one long run verifies as fast as many.
+		pool = newSigPool(opts.Workers)
+		defer pool.close()
+	}
 	for range min(opts.Workers, max(len(runs), 1)) {
 		wg.Go(func() {
-			v := runVerifier{sigs: sigChecker{keys: opts.Keys, require: opts.RequireSignatures}}
+			v := runVerifier{sigs: sigChecker{keys: opts.Keys, require: opts.RequireSignatures, pool: pool}}
 			for i := range jobs {
 				results[i] = v.verify(dir, runs[i], regs[runs[i]], opts.MaxFindings, ov)
 			}
@@ -494,6 +501,8 @@ func (v *runVerifier) verify(dir, run string, regs []headReg, limit int, ov *log
 	}
 
 	v.recs = v.recs[:0]
+	var sigFindings pendingFindings
+	defer func() { sigFindings.wg.Wait() }() // every early return too: the pool writes into it
 	var (
 		lineNo    int
 		maxSeq    uint64
@@ -528,9 +537,7 @@ func (v *runVerifier) verify(dir, run string, regs []headReg, limit int, ov *log
 		if p.sig != nil {
 			res.signed++
 		}
-		if f, bad := v.sigs.check(&p, at); bad {
-			fs.add(f)
-		}
+		v.sigs.check(&p, at, &sigFindings)
 		if e.Run != run {
 			at.Kind, at.Detail = FindingMisplacedEvent, fmt.Sprintf("event %d names run %q", e.Seq, e.Run)
 			fs.add(at)
@@ -607,6 +614,13 @@ func (v *runVerifier) verify(dir, run string, regs []headReg, limit int, ov *log
 		fs.add(Finding{Kind: FindingBadRunFile, Run: run, Detail: "cannot read: " + err.Error()})
 		return res
 	}
+	defer func() { // after the chain's findings: sorted with them at the end
+		sigFindings.wg.Wait()
+		for _, f := range sigFindings.list {
+			fs.add(f)
+		}
+		res.findings = fs.list
+	}()
 	if n := ov.feed(ov.run(run), maxSeq, handle); n > 0 {
 		res.notes = append(res.notes, Note{Kind: NoteUnappliedLog, Run: run, File: file,
 			Detail: fmt.Sprintf("events %d to %d are in the writer's log, not yet in the file; checked as if written", maxSeq-uint64(n)+1, maxSeq)})
