@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 )
 
 // ErrCommitterClosed: the Committer was closed; nothing more is taken.
@@ -17,6 +18,11 @@ type CommitterOptions struct {
 	// Queue bounds the callers waiting for the next group commit; past it
 	// Commit waits for room. Default 4096.
 	Queue int
+	// Linger is how long a group holding only CommitAsync events (an
+	// effect's outcome, which nobody waits for) waits for a Commit to
+	// share its fsync with, such as the next decision of the same agent:
+	// with one agent this halves the fsyncs. Default 1ms; negative: none.
+	Linger time.Duration
 }
 
 // Committer gathers the events of concurrent callers in this process
@@ -45,6 +51,7 @@ type Committer struct {
 type commitReq struct {
 	events []Event
 	done   func(error)
+	wait   bool // a Commit: its caller waits
 }
 
 // NewCommitter starts committing to w. The Committer does not own w:
@@ -55,6 +62,9 @@ func NewCommitter(w *Writer, opts CommitterOptions) *Committer {
 	}
 	if opts.Queue <= 0 {
 		opts.Queue = 4096
+	}
+	if opts.Linger == 0 {
+		opts.Linger = time.Millisecond
 	}
 	c := &Committer{w: w, opts: opts, reqs: make(chan *commitReq, opts.Queue)}
 	c.wg.Go(c.loop)
@@ -67,7 +77,7 @@ func NewCommitter(w *Writer, opts CommitterOptions) *Committer {
 // first it returns ctx's error: the events may still be written.
 func (c *Committer) Commit(ctx context.Context, events ...Event) error {
 	res := make(chan error, 1)
-	if err := c.send(ctx, events, func(err error) { res <- err }); err != nil {
+	if err := c.send(ctx, events, func(err error) { res <- err }, true); err != nil {
 		return err
 	}
 	select {
@@ -87,17 +97,17 @@ func (c *Committer) CommitAsync(ctx context.Context, done func(error), events ..
 	if done == nil {
 		done = func(error) {}
 	}
-	return c.send(ctx, events, done)
+	return c.send(ctx, events, done, false)
 }
 
-func (c *Committer) send(ctx context.Context, events []Event, done func(error)) error {
+func (c *Committer) send(ctx context.Context, events []Event, done func(error), wait bool) error {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	if c.closed {
 		return ErrCommitterClosed
 	}
 	select {
-	case c.reqs <- &commitReq{events: events, done: done}:
+	case c.reqs <- &commitReq{events: events, done: done, wait: wait}:
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()
@@ -122,25 +132,51 @@ func (c *Committer) loop() {
 		batch []Event
 		group []*commitReq
 	)
+	linger := time.NewTimer(time.Hour)
+	linger.Stop()
 	for {
 		r, ok := <-c.reqs
 		if !ok {
 			return
 		}
 		batch, group = append(batch[:0], r.events...), append(group[:0], r)
+		waited := r.wait
+		closed := false
 	fill:
 		for len(batch) < c.opts.MaxBatch {
 			select {
 			case r, ok := <-c.reqs:
 				if !ok {
+					closed = true
 					break fill
 				}
 				batch, group = append(batch, r.events...), append(group, r)
+				waited = waited || r.wait
 			default:
-				break fill
+				if waited || c.opts.Linger < 0 {
+					break fill
+				}
+				// Only events nobody waits for: give a caller who will
+				// wait a moment to join, and share the fsync.
+				linger.Reset(c.opts.Linger)
+				select {
+				case r, ok := <-c.reqs:
+					linger.Stop()
+					if !ok {
+						closed = true
+						break fill
+					}
+					batch, group = append(batch, r.events...), append(group, r)
+					waited = waited || r.wait
+				case <-linger.C:
+					break fill
+				}
 			}
 		}
 		c.commit(batch, group)
+		if closed {
+			return
+		}
 	}
 }
 

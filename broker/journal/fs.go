@@ -23,6 +23,7 @@ type FS interface {
 	OpenFile(name string, flag int, perm fs.FileMode) (File, error)
 	MkdirAll(name string, perm fs.FileMode) error
 	Remove(name string) error
+	Rename(oldname, newname string) error
 	ReadDir(name string) ([]fs.DirEntry, error)
 	// Lstat is os.Lstat.
 	Lstat(name string) (fs.FileInfo, error)
@@ -49,10 +50,6 @@ type File interface {
 // ahead.
 type dataSyncer interface{ Datasync() error }
 
-// allocator is a File that can allocate space ahead of writes
-// (fallocate), so that writes within it change no metadata.
-type allocator interface{ Allocate(off, n int64) error }
-
 // OSFS is the operating system's filesystem. Files are opened with
 // O_NOFOLLOW, so a symbolic link planted in a journal is never followed.
 type OSFS struct{}
@@ -69,6 +66,7 @@ func (OSFS) OpenFile(name string, flag int, perm fs.FileMode) (File, error) {
 
 func (OSFS) MkdirAll(name string, perm fs.FileMode) error { return os.MkdirAll(name, perm) }
 func (OSFS) Remove(name string) error                     { return os.Remove(name) }
+func (OSFS) Rename(oldname, newname string) error         { return os.Rename(oldname, newname) }
 func (OSFS) ReadDir(name string) ([]fs.DirEntry, error)   { return os.ReadDir(name) }
 func (OSFS) Lstat(name string) (fs.FileInfo, error)       { return os.Lstat(name) }
 
@@ -96,22 +94,6 @@ func (f osFile) Datasync() error {
 		if err != unix.EINTR {
 			return err
 		}
-	}
-}
-
-// Allocate extends the file to off+n with allocated space (fallocate
-// mode 0). Filesystems without fallocate return an error wrapping
-// errors.ErrUnsupported; the log then simply appends.
-func (f osFile) Allocate(off, n int64) error {
-	for {
-		err := unix.Fallocate(int(f.Fd()), 0, off, n)
-		switch err {
-		case unix.EINTR:
-			continue
-		case unix.EOPNOTSUPP, unix.ENOSYS:
-			return fmt.Errorf("fallocate: %w", errors.ErrUnsupported)
-		}
-		return err
 	}
 }
 

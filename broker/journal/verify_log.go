@@ -25,17 +25,17 @@ type seqLine struct {
 // (no log, or unreadable: a log that cannot be read adds nothing, and a
 // file it should have completed shows as it is).
 func readLog(dir string) *logOverlay {
-	names, _, err := walSegments(OSFS{}, dir)
+	names, nums, err := walSegments(OSFS{}, filepath.Join(dir, walDir))
 	if err != nil || len(names) == 0 {
 		return nil
 	}
 	ov := &logOverlay{runs: map[string][]seqLine{}}
-	for _, name := range names {
+	for i, name := range names {
 		b, err := os.ReadFile(filepath.Join(dir, walDir, name))
 		if err != nil {
 			continue
 		}
-		_ = readRecords(b, func(_ uint64, entries []walEntry) error {
+		_ = readRecords(b, nums[i], func(entries []walEntry) error {
 			for _, e := range entries {
 				seq := e.first
 				_ = eachLine(e.lines, func(l []byte) error {

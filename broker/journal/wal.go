@@ -24,28 +24,37 @@ import (
 // holds beyond the files, so a crash, a kill -9 or a power cut loses
 // nothing an Append returned; a clean Close leaves the log empty.
 //
-// A segment, wal/<16 hex digits>.wal, is a sequence of records:
+// A segment, wal/<16 hex digits: its number>.wal, is a sequence of
+// records:
 //
 //	u32 length of payload (little endian) | u32 CRC-32C of payload | payload
-//	payload: u64 record number | u32 entries | entries
+//	payload: u64 the segment's number | u32 entries | entries
 //	entry:   u8 kind (1 run, 2 head) | u16 run id length | run id |
 //	         u64 seq of the first line | u32 length of lines | lines
 //
 // Lines are the exact bytes appended to the file, each ending in '\n'.
-// Space is allocated ahead (fallocate), so a segment ends in zeros: a
-// length of 0, a short record or a CRC that does not match ends it.
-// Re-applying is idempotent: an entry appends to its file only the lines
-// whose seq is beyond the file's last complete line.
+// A segment is written in full (zeros) before its first record and reused
+// once its lines are in their files (kept in wal/spare/), so a record
+// changes neither the segment's size nor its blocks: its fsync is an
+// fdatasync that commits no filesystem metadata and so does not also
+// flush every run file written since (ext4's ordered mode would). A
+// length of 0, a short record, a bad CRC, or a record of another segment
+// number (what a reused segment held before) ends a segment. Where the
+// space cannot be written ahead (a nearly full disk) a segment is
+// appended to instead. Segments start at 1 MiB and double, up to 32 MiB,
+// while they fill faster than the sync empties them. Re-applying is
+// idempotent: an entry appends to its file only the lines whose seq is
+// beyond the file's last complete line.
 
 const (
-	walDir = "wal"
-	walExt = ".wal"
-	// walChunk is how much space a segment allocates ahead at a time.
-	walChunk = 1 << 20
-	// walSegmentBytes: a segment past this size asks for a sync, after
-	// which the next record starts a new segment.
-	walSegmentBytes = 16 << 20
-	walHeader       = 8
+	walDir   = "wal"
+	walSpare = "spare" // wal/spare: segments kept for reuse
+	walExt   = ".wal"
+	// Segment sizes: the first, and the most (see above).
+	walMinSegment = 1 << 20
+	walMaxSegment = 32 << 20
+	walSpares     = 3 // segments kept for reuse at most
+	walHeader     = 8
 
 	walRun  = 1
 	walHead = 2
@@ -84,9 +93,10 @@ func appendRecord(dst []byte, n uint64, entries []walEntry) []byte {
 // errBadRecord ends a segment's reading: what follows is not a record.
 var errBadRecord = errors.New("journal: log: not a record")
 
-// readRecords calls fn for every record of a segment's bytes, in order,
-// and stops at the first that is not whole and intact (the end).
-func readRecords(b []byte, fn func(n uint64, entries []walEntry) error) error {
+// readRecords calls fn for every record of segment seg's bytes, in order,
+// and stops at the first that is not whole and intact, or is another
+// segment's (the end).
+func readRecords(b []byte, seg uint64, fn func(entries []walEntry) error) error {
 	for len(b) >= walHeader {
 		size := binary.LittleEndian.Uint32(b)
 		if size == 0 || uint64(size) > uint64(len(b)-walHeader) {
@@ -100,7 +110,10 @@ func readRecords(b []byte, fn func(n uint64, entries []walEntry) error) error {
 		if err != nil {
 			return err
 		}
-		if err := fn(n, entries); err != nil {
+		if n != seg {
+			return nil // what a reused segment held before
+		}
+		if err := fn(entries); err != nil {
 			return err
 		}
 		b = b[walHeader+int(size):]
@@ -157,40 +170,54 @@ func eachLine(b []byte, fn func(line []byte) error) error {
 
 // walSegment is the segment being written.
 type walSegment struct {
-	name  string
-	f     File
-	size  int64 // bytes of records written
-	alloc int64 // bytes allocated
+	name string
+	n    uint64 // its number, in every record
+	f    File
+	size int64 // bytes of records written
+	cap  int64 // bytes written ahead; 0: appended to
+}
+
+// sealedSegment is a segment no longer written, whose lines the next sync
+// makes durable in their files.
+type sealedSegment struct {
+	name string
+	cap  int64
 }
 
 func segmentName(n uint64) string { return fmt.Sprintf("%016x%s", n, walExt) }
 
-// walSegments lists the segments in the log folder, oldest first, with
-// the number the next one takes.
-func walSegments(fsys FS, dir string) ([]string, uint64, error) {
-	entries, err := fsys.ReadDir(filepath.Join(dir, walDir))
+// segmentNumber parses a segment's file name.
+func segmentNumber(name string) (uint64, bool) {
+	base, ok := strings.CutSuffix(name, walExt)
+	if !ok || len(base) != 16 {
+		return 0, false
+	}
+	n, err := strconv.ParseUint(base, 16, 64)
+	return n, err == nil
+}
+
+// walSegments lists the segments in a log folder (wal/ or wal/spare/),
+// oldest first, with their numbers.
+func walSegments(fsys FS, dir string) ([]string, []uint64, error) {
+	entries, err := fsys.ReadDir(dir)
 	if errors.Is(err, os.ErrNotExist) {
-		return nil, 1, nil
+		return nil, nil, nil
 	}
 	if err != nil {
-		return nil, 0, err
+		return nil, nil, err
 	}
 	var names []string
-	next := uint64(1)
 	for _, e := range entries {
-		base, ok := strings.CutSuffix(e.Name(), walExt)
-		if !ok || len(base) != 16 || !e.Type().IsRegular() {
-			continue
+		if _, ok := segmentNumber(e.Name()); ok && e.Type().IsRegular() {
+			names = append(names, e.Name())
 		}
-		n, err := strconv.ParseUint(base, 16, 64)
-		if err != nil {
-			continue
-		}
-		names = append(names, e.Name())
-		next = max(next, n+1)
 	}
 	slices.Sort(names)
-	return names, next, nil
+	nums := make([]uint64, len(names))
+	for i, name := range names {
+		nums[i], _ = segmentNumber(name)
+	}
+	return names, nums, nil
 }
 
 // readSegment reads a whole segment.
@@ -206,35 +233,27 @@ func readSegment(fsys FS, path string) ([]byte, error) {
 // logRecord writes one record to the log and makes it durable. It is
 // called under w.mu.
 func (w *Writer) logRecord(entries []walEntry) error {
+	need := int64(walHeader + 12)
+	for _, e := range entries {
+		need += int64(15 + len(e.run) + len(e.lines))
+	}
+	if seg := w.wal; seg != nil && seg.cap > 0 && seg.size+need > seg.cap {
+		w.seal()
+	}
 	if w.wal == nil {
-		if err := w.newSegment(); err != nil {
+		if err := w.newSegment(need); err != nil {
 			return err
 		}
 	}
-	w.recNo++
-	w.walBuf = appendRecord(w.walBuf[:0], w.recNo, entries)
 	seg := w.wal
+	w.walBuf = appendRecord(w.walBuf[:0], seg.n, entries)
 	end := seg.size + int64(len(w.walBuf))
-	if end > seg.alloc {
-		if a, ok := seg.f.(allocator); ok && !w.noAlloc {
-			grow := max(walChunk, end-seg.alloc)
-			err := a.Allocate(seg.alloc, grow)
-			switch {
-			case errors.Is(err, errors.ErrUnsupported):
-				w.noAlloc = true
-			case err != nil:
-				return fmt.Errorf("log: allocate: %w", err)
-			default:
-				seg.alloc += grow
-			}
-		}
-	}
 	if _, err := seg.f.WriteAt(w.walBuf, seg.size); err != nil {
 		return fmt.Errorf("log: %w", err)
 	}
 	var err error
-	if ds, ok := seg.f.(dataSyncer); ok && end <= seg.alloc {
-		err = ds.Datasync() // the size was made durable when it was allocated
+	if ds, ok := seg.f.(dataSyncer); ok && end <= seg.cap {
+		err = ds.Datasync() // its blocks and size were made durable before
 	} else {
 		err = seg.f.Sync()
 	}
@@ -242,51 +261,177 @@ func (w *Writer) logRecord(entries []walEntry) error {
 		return fmt.Errorf("log: %w", err)
 	}
 	seg.size = end
-	if seg.size >= walSegmentBytes {
-		w.askSync()
+	if seg.cap == 0 && seg.size >= walMaxSegment {
+		w.seal()
 	}
 	return nil
 }
 
-// newSegment starts a segment and makes its name durable.
-func (w *Writer) newSegment() error {
-	name := segmentName(w.walNext)
-	path := filepath.Join(w.dir, walDir, name)
-	f, err := w.fs.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, fileMode)
+// seal stops writing the current segment because it is full, and asks
+// for a sync to empty it. A segment that filled before the sync emptied
+// the one before is followed by a larger one.
+func (w *Writer) seal() {
+	w.sealCurrent()
+	if len(w.walSealed) > 1 {
+		w.segSize = min(2*w.segSize, walMaxSegment)
+	}
+	w.askSync()
+}
+
+// sealCurrent stops writing the current segment.
+func (w *Writer) sealCurrent() {
+	seg := w.wal
+	_ = seg.f.Close() // every record in it was fsynced when written
+	w.walSealed = append(w.walSealed, sealedSegment{name: seg.name, cap: seg.cap})
+	w.wal = nil
+}
+
+// newSegment starts segment walNext, of at least need bytes: a spare
+// renamed, else a new file written ahead in full (appended to when the
+// disk has no room for that); then makes its name durable.
+func (w *Writer) newSegment(need int64) error {
+	n := w.walNext
+	name := segmentName(n)
+	logDir := filepath.Join(w.dir, walDir)
+	path := filepath.Join(logDir, name)
+	size := max(w.segSize, (need+walMinSegment-1)/walMinSegment*walMinSegment)
+	f, capacity, err := w.takeSpare(path, need)
+	if err == nil && f == nil {
+		f, capacity, err = w.writeAhead(path, size)
+	}
 	if err != nil {
 		return fmt.Errorf("log: %w", err)
 	}
-	if err := syncDir(w.fs, filepath.Join(w.dir, walDir)); err != nil {
+	if err := syncDir(w.fs, logDir); err != nil {
 		f.Close()
 		return fmt.Errorf("log: %w", err)
 	}
 	w.walNext++
-	w.wal = &walSegment{name: name, f: f}
+	w.wal = &walSegment{name: name, n: n, f: f, cap: capacity}
+	return nil
+}
+
+// takeSpare renames a spare segment of at least need bytes to path and
+// opens it; nil when there is none.
+func (w *Writer) takeSpare(path string, need int64) (File, int64, error) {
+	spareDir := filepath.Join(w.dir, walDir, walSpare)
+	names, _, err := walSegments(w.fs, spareDir)
+	if err != nil {
+		return nil, 0, err
+	}
+	for _, name := range names {
+		fi, err := w.fs.Lstat(filepath.Join(spareDir, name))
+		if err != nil || fi.Size() < need {
+			continue
+		}
+		if err := w.fs.Rename(filepath.Join(spareDir, name), path); err != nil {
+			return nil, 0, err
+		}
+		f, err := w.fs.OpenFile(path, os.O_RDWR, fileMode)
+		if err != nil {
+			return nil, 0, err
+		}
+		return f, fi.Size(), nil
+	}
+	return nil, 0, nil
+}
+
+// writeAhead creates path and writes size zero bytes into it, fsynced;
+// where that fails (no room) the file is left empty, to be appended to.
+func (w *Writer) writeAhead(path string, size int64) (File, int64, error) {
+	f, err := w.fs.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, fileMode)
+	if err != nil {
+		return nil, 0, err
+	}
+	zeros := make([]byte, min(size, walMinSegment))
+	var off int64
+	for err == nil && off < size {
+		var n int
+		n, err = f.WriteAt(zeros[:min(int64(len(zeros)), size-off)], off)
+		off += int64(n)
+	}
+	if err == nil {
+		err = f.Sync()
+	}
+	if err != nil {
+		w.log.Warn("journal: no room to write the log ahead; appending to it instead", "err", err)
+		if err := f.Truncate(0); err != nil {
+			f.Close()
+			return nil, 0, err
+		}
+		return f, 0, f.Sync()
+	}
+	return f, size, nil
+}
+
+// recycle keeps a sealed segment as a spare (up to walSpares of them) or
+// removes it. Called by a sync once the segment's lines are durable.
+func (w *Writer) recycle(s sealedSegment) error {
+	path := filepath.Join(w.dir, walDir, s.name)
+	if s.cap > 0 {
+		spareDir := filepath.Join(w.dir, walDir, walSpare)
+		if names, _, err := walSegments(w.fs, spareDir); err == nil && len(names) < walSpares {
+			if err := w.fs.MkdirAll(spareDir, dirMode); err == nil {
+				if err := w.fs.Rename(path, filepath.Join(spareDir, s.name)); err == nil {
+					return nil
+				}
+			}
+		}
+	}
+	if err := w.fs.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	return nil
+}
+
+// dropSpares removes the spare segments and their folder.
+func (w *Writer) dropSpares() error {
+	spareDir := filepath.Join(w.dir, walDir, walSpare)
+	names, _, err := walSegments(w.fs, spareDir)
+	if err != nil {
+		return err
+	}
+	for _, name := range names {
+		if err := w.fs.Remove(filepath.Join(spareDir, name)); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
+	}
+	if err := w.fs.Remove(spareDir); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
 	return nil
 }
 
 // recoverLog re-applies every record of the log to the files, makes them
-// durable and removes the log. It runs in Open, after the head log is
+// durable and empties the log. It runs in Open, after the head log is
 // read and before anything is appended.
 func (w *Writer) recoverLog() error {
-	if err := w.fs.MkdirAll(filepath.Join(w.dir, walDir), dirMode); err != nil {
+	logDir := filepath.Join(w.dir, walDir)
+	if err := w.fs.MkdirAll(logDir, dirMode); err != nil {
 		return err
 	}
-	names, next, err := walSegments(w.fs, w.dir)
+	names, nums, err := walSegments(w.fs, logDir)
 	if err != nil {
 		return err
 	}
-	w.walNext = next
+	_, spares, err := walSegments(w.fs, filepath.Join(logDir, walSpare))
+	if err != nil {
+		return err
+	}
+	w.walNext, w.segSize = 1, walMinSegment
+	for _, n := range append(slices.Clone(nums), spares...) {
+		w.walNext = max(w.walNext, n+1)
+	}
 	if len(names) == 0 {
 		return nil
 	}
 	applied := 0
-	for _, name := range names {
-		b, err := readSegment(w.fs, filepath.Join(w.dir, walDir, name))
+	for i, name := range names {
+		b, err := readSegment(w.fs, filepath.Join(logDir, name))
 		if err != nil {
 			return err
 		}
-		err = readRecords(b, func(_ uint64, entries []walEntry) error {
+		err = readRecords(b, nums[i], func(entries []walEntry) error {
 			for _, e := range entries {
 				n, err := w.redo(e)
 				if err != nil {
@@ -299,17 +444,13 @@ func (w *Writer) recoverLog() error {
 		if err != nil {
 			return fmt.Errorf("log %s: %w", name, err)
 		}
+		w.walSealed = append(w.walSealed, sealedSegment{name: name, cap: int64(len(b))})
 	}
 	if applied > 0 {
 		w.log.Warn("journal: re-applied lines from the writer's log (the last writer stopped without closing)", "lines", applied, "segments", len(names))
 	}
 	if err := w.syncFiles(w.takeDirty()); err != nil {
 		return err
-	}
-	for _, name := range names {
-		if err := w.fs.Remove(filepath.Join(w.dir, walDir, name)); err != nil {
-			return err
-		}
 	}
 	// The runs are re-read from their files when next touched.
 	w.closeRuns()

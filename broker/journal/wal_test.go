@@ -3,6 +3,7 @@ package journal_test
 import (
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -45,6 +46,8 @@ func readRun(t testing.TB, dir, run string) []string {
 	return hs
 }
 
+var quiet = slog.New(slog.DiscardHandler)
+
 // openOnCrashFS opens a writer on a fresh folder through a crashfs, with
 // the background sync out of the way (a test calls Sync itself).
 func openOnCrashFS(t testing.TB) (string, *crashfs.FS, *journal.Writer) {
@@ -54,7 +57,7 @@ func openOnCrashFS(t testing.TB) (string, *crashfs.FS, *journal.Writer) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w, err := journal.Open(root, journal.WriterOptions{FS: cfs, SyncInterval: time.Hour})
+	w, err := journal.Open(root, journal.WriterOptions{FS: cfs, SyncInterval: time.Hour, Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,7 +73,7 @@ func crashAndRecover(t testing.TB, cfs *crashfs.FS, keep crashfs.Keep) string {
 	if err := cfs.Crash(dst, keep); err != nil {
 		t.Fatal(err)
 	}
-	w, err := journal.Open(dst, journal.WriterOptions{})
+	w, err := journal.Open(dst, journal.WriterOptions{Logger: quiet})
 	if err != nil {
 		t.Fatalf("open after the crash: %v", err)
 	}
@@ -178,8 +181,11 @@ func TestOneFsyncPerBatch(t *testing.T) {
 	if err := w.Sync(); err != nil {
 		t.Fatal(err)
 	}
-	if names, _ := os.ReadDir(filepath.Join(root, "wal")); len(names) != 0 {
+	if names, _ := filepath.Glob(filepath.Join(root, "wal", "*.wal")); len(names) != 0 {
 		t.Fatalf("after Sync the log still holds %v", names)
+	}
+	if spares, _ := filepath.Glob(filepath.Join(root, "wal", "spare", "*.wal")); len(spares) != 1 {
+		t.Fatalf("after Sync the segment is not kept for reuse: %v", spares)
 	}
 }
 

@@ -99,11 +99,10 @@ type Writer struct {
 
 	// The log (wal.go), under mu.
 	wal       *walSegment
-	walSealed []string // segments full or sealed, removed by the next sync
-	walNext   uint64   // number of the next segment
+	walSealed []sealedSegment // segments full or sealed, recycled by the next sync
+	walNext   uint64          // number of the next segment
+	segSize   int64           // size of the next segment written ahead
 	walBuf    []byte
-	recNo     uint64
-	noAlloc   bool
 	dirty     map[string]bool // runs written since the last sync
 	headDirty bool
 	newFiles  bool // a run file was created since the last sync
@@ -677,20 +676,18 @@ type dirtySet struct {
 	runs     []string // run ids
 	head     bool
 	newFiles bool
-	segments []string // log segments it then removes
+	segments []sealedSegment // log segments it then recycles
 }
 
 // takeDirty hands over what was written since the last sync and seals the
 // current segment. Called under w.mu (or during Open).
 func (w *Writer) takeDirty() dirtySet {
+	if w.wal != nil && w.wal.size > 0 {
+		w.sealCurrent()
+	}
 	d := dirtySet{head: w.headDirty, newFiles: w.newFiles, segments: w.walSealed}
 	for id := range w.dirty {
 		d.runs = append(d.runs, id)
-	}
-	if w.wal != nil {
-		d.segments = append(d.segments, w.wal.name)
-		_ = w.wal.f.Close() // every record in it was fsynced when written
-		w.wal = nil
 	}
 	w.dirty, w.headDirty, w.newFiles, w.walSealed = make(map[string]bool), false, false, nil
 	return d
@@ -759,8 +756,8 @@ func (w *Writer) syncFiles(d dirtySet) error {
 			return fmt.Errorf("head log: %w", err)
 		}
 	}
-	for _, name := range d.segments {
-		if err := w.fs.Remove(filepath.Join(w.dir, walDir, name)); err != nil && !errors.Is(err, os.ErrNotExist) {
+	for _, s := range d.segments {
+		if err := w.recycle(s); err != nil {
 			return fmt.Errorf("log: %w", err)
 		}
 	}
@@ -787,7 +784,8 @@ func (w *Writer) closeRuns() {
 }
 
 // Close stops the background sync, makes everything written durable
-// (which empties the writer's log), closes the files and drops the lock.
+// (which empties the writer's log; its spare segments are removed too),
+// closes the files and drops the lock.
 // When that last sync fails, the log keeps what it holds and the next Open
 // re-applies it. It is safe to call more than once.
 func (w *Writer) Close() error {
@@ -804,7 +802,11 @@ func (w *Writer) Close() error {
 	failed := w.failed
 	w.mu.Unlock()
 	if failed == nil {
-		errs = append(errs, w.Sync())
+		err := w.Sync()
+		if err == nil {
+			err = w.dropSpares() // a closed journal holds no log at all
+		}
+		errs = append(errs, err)
 	}
 	w.syncMu.Lock()
 	defer w.syncMu.Unlock()

@@ -36,6 +36,7 @@ const (
 	OpSync   OpKind = "sync"
 	OpCreate OpKind = "create"
 	OpRemove OpKind = "remove"
+	OpRename OpKind = "rename"
 )
 
 // Op is one recorded operation. Path is relative to the FS's root.
@@ -177,6 +178,26 @@ func (f *FS) Remove(name string) error {
 	f.record(OpRemove, name, 0)
 	f.mu.Unlock()
 	return os.Remove(name)
+}
+
+// Rename moves a file's name, and its durable content with it (the same
+// inode). The new name is durable once its folder is synced; until then a
+// crash leaves the old one, as a rename is either done or not.
+func (f *FS) Rename(oldname, newname string) error {
+	oldname, newname = filepath.Clean(oldname), filepath.Clean(newname)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.stopped {
+		return ErrFrozen
+	}
+	f.record(OpRename, oldname+" -> "+f.rel(newname), 0)
+	if err := os.Rename(oldname, newname); err != nil {
+		return err
+	}
+	if b, ok := f.files[oldname]; ok {
+		f.files[newname] = b
+	}
+	return nil
 }
 
 func (f *FS) ReadDir(name string) ([]fs.DirEntry, error) { return os.ReadDir(name) }
