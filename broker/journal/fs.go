@@ -50,14 +50,19 @@ type File interface {
 // ahead.
 type dataSyncer interface{ Datasync() error }
 
-// OSFS is the operating system's filesystem. Files are opened with
-// O_NOFOLLOW, so a symbolic link planted in a journal is never followed.
+// OSFS is the operating system's filesystem. Files opened to be written
+// are opened with O_NOFOLLOW, so a symbolic link planted in a journal is
+// never written through; read-only opens (a folder to fsync, which may
+// itself be a link to where the journal lives) follow links.
 type OSFS struct{}
 
 var _ FS = OSFS{}
 
 func (OSFS) OpenFile(name string, flag int, perm fs.FileMode) (File, error) {
-	f, err := os.OpenFile(name, flag|syscall.O_NOFOLLOW, perm)
+	if flag&(os.O_WRONLY|os.O_RDWR|os.O_CREATE|os.O_APPEND|os.O_TRUNC) != 0 {
+		flag |= syscall.O_NOFOLLOW
+	}
+	f, err := os.OpenFile(name, flag, perm)
 	if err != nil {
 		return nil, err
 	}
