@@ -51,6 +51,10 @@ func startApprovals(t *testing.T, mode policy.Mode, rules string) *approvalWorld
 		t.Fatal(err)
 	}
 	t.Cleanup(w.NC.Close)
+	if w.Replies, err = ns.Connect(embedded.RoleReplies); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(w.Replies.Close)
 	w.JS, _ = jetstream.New(w.NC)
 	ctx := context.Background()
 	if _, err := journal.EnsureStream(ctx, w.JS, 1); err != nil {
@@ -75,7 +79,7 @@ func startApprovals(t *testing.T, mode policy.Mode, rules string) *approvalWorld
 	if w.Broker, err = broker.New(broker.Config{Mode: mode, Approvals: w.svc}, runs, rec, loadRules(t, dir, rules), out); err != nil {
 		t.Fatal(err)
 	}
-	svc, err := broker.Serve(w.NC, w.Broker, broker.ServiceConfig{})
+	svc, err := broker.Serve(w.Replies, w.Broker, broker.ServiceConfig{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -199,7 +203,7 @@ func TestApprovedActionRunsOnceAndSettles(t *testing.T) {
 	w := startApprovals(t, policy.ModeStrict, approveOutputs)
 	ctx := sinktest.Ctx(t)
 	run := w.Open(t, broker.OpenWork{Tenant: "acme", Person: "pat"})
-	sub := subscribe(t, w.App.Conn(), subject.Output(run))
+	sub := subscribe(t, w.App.Conn(), subject.Output(subject.Shared, run))
 
 	held := w.propose(t, run, "ok", map[string]int{"amount": 10})
 	if code(held) != broker.CodeApprovalRequired || held.Decision.Outcome != journal.OutcomeHeld || held.Decision.Approval == "" {
@@ -318,7 +322,7 @@ func TestStrictWithoutApprovalIsMissing(t *testing.T) {
 	w := startApprovals(t, policy.ModeStrict, approveOutputs)
 	ctx := sinktest.Ctx(t)
 	run := w.Open(t, broker.OpenWork{Tenant: "acme", Person: "pat"})
-	sub := subscribe(t, w.App.Conn(), subject.Output(run))
+	sub := subscribe(t, w.App.Conn(), subject.Output(subject.Shared, run))
 	held := w.propose(t, run, "ok", map[string]int{"amount": 10})
 	if held.Decision.Refusal != policy.RefuseApprovalMissing || held.Decision.Outcome == journal.OutcomeAllowed || held.Outcome != nil {
 		t.Fatalf("gated action without approval: %+v", held.Decision)
@@ -384,7 +388,7 @@ func TestPolicyWouldRefuseAsksNobody(t *testing.T) {
 func TestSignedDecisionOverNATSAndRace(t *testing.T) {
 	w := startApprovals(t, policy.ModeStrict, approveOutputs)
 	run := w.Open(t, broker.OpenWork{Tenant: "acme", Person: "pat"})
-	sub := subscribe(t, w.App.Conn(), subject.Output(run))
+	sub := subscribe(t, w.App.Conn(), subject.Output(subject.Shared, run))
 	held := w.propose(t, run, "ok", map[string]int{"amount": 10})
 	id := held.Decision.Approval
 	r, err := w.svc.Get(sinktest.Ctx(t), id)
@@ -401,7 +405,7 @@ func TestSignedDecisionOverNATSAndRace(t *testing.T) {
 		go func() {
 			b, _ := json.Marshal(sa)
 			var rep broker.ApprovalReply
-			msg, err := w.App.Conn().Request(subject.ApprovalDecide, b, 10*time.Second)
+			msg, err := w.App.Conn().Request(subject.App(subject.Shared, subject.ApprovalDecideOp), b, 10*time.Second)
 			if err == nil {
 				_ = json.Unmarshal(msg.Data, &rep)
 			} else {

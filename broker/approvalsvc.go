@@ -85,12 +85,23 @@ func DecodeSignedAssertion(data []byte) (approval.SignedAssertion, error) {
 	return sa, nil
 }
 
-func (s *Service) addApprovals(add func(name, subj string, h func(context.Context, micro.Request)) error) error {
+func (s *Service) addApprovals(add func(name, subj string, class subject.Class, h handler) error) error {
 	api, ok := s.b.approvals.(ApprovalAPI)
 	if !ok {
 		return nil
 	}
-	if err := add("approval-decide", subject.ApprovalDecide, func(ctx context.Context, r micro.Request) {
+	// Approvals span tenants: an application bound to tenants may not use
+	// them (admitApprovals).
+	admitted := func(h handler) handler {
+		return func(ctx context.Context, from Caller, r micro.Request) {
+			if err := s.b.admitApprovals(from); err != nil {
+				respond(r, &ApprovalReply{Error: errorBody(err)})
+				return
+			}
+			h(ctx, from, r)
+		}
+	}
+	if err := add("approval-decide", subject.AppEndpoint(subject.ApprovalDecideOp), subject.ClassApp, admitted(func(ctx context.Context, _ Caller, r micro.Request) {
 		sa, err := DecodeSignedAssertion(r.Data())
 		if err != nil {
 			respond(r, &ApprovalReply{Error: errorBody(err)})
@@ -102,10 +113,10 @@ func (s *Service) addApprovals(add func(name, subj string, h func(context.Contex
 			return
 		}
 		respond(r, &ApprovalReply{Request: req})
-	}); err != nil {
+	})); err != nil {
 		return err
 	}
-	if err := add("approval-list", subject.ApprovalList, func(ctx context.Context, r micro.Request) {
+	if err := add("approval-list", subject.AppEndpoint(subject.ApprovalListOp), subject.ClassApp, admitted(func(ctx context.Context, _ Caller, r micro.Request) {
 		q, err := DecodeApprovalQuery(r.Data(), false)
 		if err != nil {
 			respond(r, &ApprovalReply{Error: errorBody(err)})
@@ -117,10 +128,10 @@ func (s *Service) addApprovals(add func(name, subj string, h func(context.Contex
 			return
 		}
 		respond(r, &ApprovalReply{Requests: rs})
-	}); err != nil {
+	})); err != nil {
 		return err
 	}
-	return add("approval-get", subject.ApprovalGet, func(ctx context.Context, r micro.Request) {
+	return add("approval-get", subject.AppEndpoint(subject.ApprovalGetOp), subject.ClassApp, admitted(func(ctx context.Context, _ Caller, r micro.Request) {
 		q, err := DecodeApprovalQuery(r.Data(), true)
 		if err != nil {
 			respond(r, &ApprovalReply{Error: errorBody(err)})
@@ -132,5 +143,5 @@ func (s *Service) addApprovals(add func(name, subj string, h func(context.Contex
 			return
 		}
 		respond(r, &ApprovalReply{Request: req})
-	})
+	}))
 }

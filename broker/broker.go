@@ -13,6 +13,7 @@ import (
 
 	"github.com/gatehouse/gatehouse/broker/journal"
 	"github.com/gatehouse/gatehouse/broker/journal/canon"
+	"github.com/gatehouse/gatehouse/broker/subject"
 	"github.com/gatehouse/gatehouse/policy"
 )
 
@@ -85,6 +86,10 @@ type Config struct {
 	// Requests, when set, decides each request with a request_id at most
 	// once per run (see RequestIDs); nil ignores request ids.
 	Requests *RequestIDs
+	// Identities, when set, is what the deployment declares about named
+	// agents and applications (their origin, their tenants); nil declares
+	// nothing: every agent's origin is model, no application is bound.
+	Identities Identities
 }
 
 // Broker is the gate: it turns a proposal into a decision, records it, hands
@@ -101,9 +106,10 @@ type Broker struct {
 	sinks   map[policy.Sink]Sink
 	policy  atomic.Pointer[policy.Policy]
 
-	approvals Approvals
-	requests  *RequestIDs
-	later     inflight // outcomes being recorded after their reply (record.go)
+	approvals  Approvals
+	requests   *RequestIDs
+	identities Identities
+	later      inflight // outcomes being recorded after their reply (record.go)
 }
 
 // New returns a broker deciding under p. Sinks are looked up by Name.
@@ -118,7 +124,7 @@ func New(cfg Config, runs RunStore, j Journal, p *policy.Policy, sinks ...Sink) 
 	b := &Broker{
 		mode: mode, now: cfg.Now, log: cfg.Logger, metrics: cfg.Metrics, content: cfg.Content,
 		runs: runs, journal: j, sinks: map[policy.Sink]Sink{}, approvals: cfg.Approvals,
-		requests: cfg.Requests,
+		requests: cfg.Requests, identities: cfg.Identities,
 	}
 	if b.now == nil {
 		b.now = time.Now
@@ -155,13 +161,27 @@ func (b *Broker) Sinks() []policy.Sink {
 	return out
 }
 
-// Open opens work for a person and returns the run. run.open is recorded
-// before the run exists: work that cannot be recorded does not open.
-func (b *Broker) Open(ctx context.Context, w *OpenWork) (*Run, error) {
+// Open opens work for a person, as application from (or Gatehouse itself,
+// Internal), and returns the run, bound to from and to w.Agent. run.open is
+// recorded before the run exists: work that cannot be recorded does not
+// open. Errors: ErrNotRunApp (from is not an application),
+// ErrTenantNotAllowed (from is bound to other tenants), ErrBadRequest (an
+// agent that is not a name), ErrJournal, ErrRunStore.
+func (b *Broker) Open(ctx context.Context, from Caller, w *OpenWork) (*Run, error) {
+	if err := b.admitOpen(from, w); err != nil {
+		return nil, err
+	}
+	if w.Agent != "" && !subject.ValidName(w.Agent) {
+		return nil, fmt.Errorf("%w: agent %q must be an agent identity's name: 1 to %d letters, digits, '-' or '_', starting with a letter or digit", ErrBadRequest, clip(w.Agent), subject.MaxAgentLen)
+	}
+	app := from.id
+	if from.internal {
+		app = InternalApp
+	}
 	now := b.now().UTC()
 	r := &Run{
 		ID: NewRunID(now), For: policy.Principal{Tenant: w.Tenant, Person: w.Person},
-		Mandate: w.Mandate, Scopes: w.Scopes, Agent: w.Agent, Input: w.Input, Opened: now,
+		Mandate: w.Mandate, Scopes: w.Scopes, Agent: w.Agent, App: app, Input: w.Input, Opened: now,
 	}
 	if r.Scopes == nil {
 		r.Scopes = []string{}
@@ -184,7 +204,7 @@ func (b *Broker) Open(ctx context.Context, w *OpenWork) (*Run, error) {
 	if err := b.runs.Create(ctx, r); err != nil {
 		return nil, err
 	}
-	b.log.Info("work opened", "run", r.ID, "tenant", r.For.Tenant, "person", r.For.Person, "agent", r.Agent)
+	b.log.Info("work opened", "run", r.ID, "tenant", r.For.Tenant, "person", r.For.Person, "agent", r.Agent, "app", r.App)
 	return r, nil
 }
 
@@ -194,8 +214,17 @@ type RunCloser interface {
 	CloseRun(run string)
 }
 
-// CloseRun closes a run; later effects for it are refused with ErrRunClosed.
-func (b *Broker) CloseRun(ctx context.Context, c *CloseWork) error {
+// CloseRun closes a run for from, which must be the application that
+// opened its work (ErrNotRunApp) or Gatehouse itself; later effects for it
+// are refused with ErrRunClosed.
+func (b *Broker) CloseRun(ctx context.Context, from Caller, c *CloseWork) error {
+	run, err := b.runs.Get(ctx, c.Run)
+	if err != nil {
+		return err
+	}
+	if err := admitClose(from, run); err != nil {
+		return err
+	}
 	if _, err := b.runs.Close(ctx, c.Run); err != nil {
 		return err
 	}
@@ -214,18 +243,23 @@ func (b *Broker) CloseRun(ctx context.Context, c *CloseWork) error {
 	return b.journal.Record(ctx, ev)
 }
 
-// Propose decides one effect of sink for the run the request names, records
-// the decision, carries the effect out when allowed, and returns the reply.
-// It never returns a nil reply; errors are in EffectReply.Error.
+// Propose decides one effect of sink, proposed by from, for the run the
+// request names, records the decision, carries the effect out when
+// allowed, and returns the reply. It never returns a nil reply; errors are
+// in EffectReply.Error.
+//
+// Before anything is decided, admit establishes the caller's facts: from
+// must be the run's agent (or Gatehouse itself), and the origin and tool
+// are Gatehouse's, not the request's (see admit and the package doc).
 //
 // The promise: in report and strict mode no effect is performed before its
 // policy.decision and effect.attempt are acknowledged by the journal, except
 // in report mode when the journal fails, which is logged and answered with
 // Recorded false. In strict mode a decision that cannot be recorded refuses.
-func (b *Broker) Propose(ctx context.Context, sinkName policy.Sink, data []byte) *EffectReply {
+func (b *Broker) Propose(ctx context.Context, from Caller, sinkName policy.Sink, data []byte) *EffectReply {
 	start := time.Now()
 	var slot requestSlot
-	reply := b.propose(ctx, sinkName, data, &slot)
+	reply := b.propose(ctx, from, sinkName, data, &slot)
 	slot.claim.settle(reply)
 	label := sinkName
 	if _, ok := b.sinks[sinkName]; !ok {
@@ -235,19 +269,22 @@ func (b *Broker) Propose(ctx context.Context, sinkName policy.Sink, data []byte)
 	return reply
 }
 
-func (b *Broker) propose(ctx context.Context, sinkName policy.Sink, data []byte, slot *requestSlot) *EffectReply {
+func (b *Broker) propose(ctx context.Context, from Caller, sinkName policy.Sink, data []byte, slot *requestSlot) *EffectReply {
 	sink, ok := b.sinks[sinkName]
 	if !ok {
 		return errorReply("", fmt.Errorf("%w: %q", ErrUnknownSink, clip(string(sinkName))))
 	}
 	req, err := DecodeEffectRequest(data)
 	if err != nil {
-		b.log.Warn("effect request refused", "sink", sinkName, "err", err)
+		b.log.Warn("effect request refused", "sink", sinkName, "caller", from, "err", err)
 		return errorReply("", err)
 	}
 	run, err := b.runs.Get(ctx, req.Run)
 	if err != nil {
 		return errorReply(req.Run, err)
+	}
+	if rep := b.admit(ctx, from, sinkName, run, req); rep != nil {
+		return rep
 	}
 	if run.Closed {
 		return errorReply(req.Run, fmt.Errorf("%w: %s", ErrRunClosed, run.ID))

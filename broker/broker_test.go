@@ -53,8 +53,10 @@ func ctxT(t *testing.T) context.Context {
 func (w *world) journalEvents(t *testing.T, run string) []journal.Event {
 	t.Helper()
 	ctx := ctxT(t)
-	if err := w.b.Flush(ctx); err != nil { // outcomes are recorded after their replies
-		t.Fatal(err)
+	if w.b != nil {
+		if err := w.b.Flush(ctx); err != nil { // outcomes are recorded after their replies
+			t.Fatal(err)
+		}
 	}
 	cons, err := w.js.OrderedConsumer(ctx, subject.JournalStream, jetstream.OrderedConsumerConfig{FilterSubjects: []string{subject.Journal(run)}})
 	if err != nil {
@@ -108,7 +110,7 @@ func TestOutputAllowedIsRecordedBeforeItHappens(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sub := subscribe(t, w.app.Conn(), subject.Output(run))
+	sub := subscribe(t, w.app.Conn(), subject.Output(subject.Shared, run))
 	reply, err := w.agent.Output(ctx, run, "ok", map[string]int{"total": 42})
 	if err != nil {
 		t.Fatal(err)
@@ -163,7 +165,7 @@ func TestStrictRefusesBeforeItHappens(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sub := subscribe(t, w.app.Conn(), subject.Output(run))
+	sub := subscribe(t, w.app.Conn(), subject.Output(subject.Shared, run))
 	reply, err := w.agent.Output(ctx, run, "ok", "secret")
 	if err != nil {
 		t.Fatal(err)
@@ -223,7 +225,7 @@ func TestAgentCannotNameWhomWorkIsFor(t *testing.T) {
 	run, _ := w.app.OpenWork(ctx, broker.OpenWork{Tenant: "acme", Person: "ada"})
 	for _, field := range []string{"tenant", "person", "acting_for", "mandate", "scopes", "agent"} {
 		raw := []byte(`{"run":"` + run + `","action":"deliver","` + field + `":"mallory"}`)
-		msg, err := w.agent.Conn().RequestWithContext(ctx, subject.Effect(policy.SinkOutput), raw)
+		msg, err := w.agent.Conn().RequestWithContext(ctx, subject.Effect(subject.Shared, policy.SinkOutput), raw)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -293,10 +295,10 @@ func TestRolesAreSeparatedByNATSPermissions(t *testing.T) {
 		t.Fatal("an application proposed an effect")
 	}
 	// An agent cannot listen to another role's replies or the outputs.
-	for _, subj := range []string{subject.AppInbox + ".x", subject.Output(run), subject.JournalAll} {
+	for _, subj := range []string{subject.AppInboxOf(subject.Shared) + ".x", subject.Output(subject.Shared, run), subject.JournalAll} {
 		errs := make(chan error, 1)
 		nc, err := nats.Connect(w.ns.URL, nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) { errs <- err }),
-			mustNkey(t, w, embedded.RoleAgent), nats.CustomInboxPrefix(subject.AgentInbox))
+			mustNkey(t, w, embedded.RoleAgent), nats.CustomInboxPrefix(subject.AgentInboxOf(subject.Shared)))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -348,7 +350,7 @@ func TestStrictRefusesWhenTheDecisionCannotBeRecorded(t *testing.T) {
 			if err := w.js.DeleteStream(ctx, subject.JournalStream); err != nil {
 				t.Fatal(err)
 			}
-			sub := subscribe(t, w.app.Conn(), subject.Output(run))
+			sub := subscribe(t, w.app.Conn(), subject.Output(subject.Shared, run))
 			reply, err := w.agent.Output(ctx, run, "ok", 1)
 			if mode == policy.ModeStrict {
 				var eb *broker.ErrorBody
@@ -380,7 +382,7 @@ func TestMalformedRequestsGetStableCodes(t *testing.T) {
 		"bad origin":    `{"run":"` + run + `","action":"deliver","origin":"heaven"}`,
 	}
 	for name, body := range cases {
-		msg, err := w.agent.Conn().RequestWithContext(ctx, subject.Effect(policy.SinkOutput), []byte(body))
+		msg, err := w.agent.Conn().RequestWithContext(ctx, subject.Effect(subject.Shared, policy.SinkOutput), []byte(body))
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}

@@ -45,9 +45,10 @@ const (
 // from what the sending agent wrote.
 type PeerMessage struct {
 	Kind string `json:"kind"` // PeerSend, PeerDelegate or PeerBroadcast
-	// Run is the run the recipient acts in for this message: the sender's
-	// run (send), the sub-run opened for the recipient (delegate), or the
-	// recipient's own run of the same work (broadcast).
+	// Run is the run the message is about: the sender's run (send, which
+	// the recipient cannot act in: a run accepts only its own agent), the
+	// sub-run opened for the recipient (delegate), or the recipient's own
+	// run of the same work (broadcast).
 	Run string `json:"run"`
 	// From is the sending run's agent ("" when the application's run has
 	// none); FromRun is the sending run.
@@ -63,7 +64,8 @@ type PeerMessage struct {
 // The parent is read from the run store by id, so the sub-run inherits
 // from the record the application wrote, never from a caller's copy. The
 // child has the parent's principal, mandate (a deep copy, with its digest
-// and expiry) and scopes; only Agent is its own. Parent names the parent,
+// and expiry), scopes and opening application; only Agent is its own, and
+// so only that agent's identity may act in it. Parent names the parent,
 // Root the first run of the work, Depth is the parent's plus one. As with
 // Open, run.open (naming the parent) is recorded before the child exists:
 // a sub-run that cannot be recorded does not open (except in mode off,
@@ -97,7 +99,7 @@ func (b *Broker) OpenChild(ctx context.Context, parent, agent string) (*Run, err
 	}
 	c := &Run{
 		ID: NewRunID(now), For: p.For, Mandate: copyMandate(p.Mandate), MandateDigest: p.MandateDigest,
-		Scopes: slices.Clone(nonNil(p.Scopes)), Agent: agent, Input: p.Input, Opened: now,
+		Scopes: slices.Clone(nonNil(p.Scopes)), Agent: agent, App: p.App, Input: p.Input, Opened: now,
 		Parent: p.ID, Root: root, Depth: p.Depth + 1,
 	}
 	if b.mode != policy.ModeOff {

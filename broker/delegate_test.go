@@ -118,7 +118,9 @@ func TestOpenChildRefuses(t *testing.T) {
 	if _, err := w.b.OpenChild(ctx, child.ID, "helper"); !errors.Is(err, broker.ErrRunClosed) {
 		t.Errorf("sub-run of closed work: err = %v, want ErrRunClosed", err)
 	}
-	_, err = w.agent.Output(ctx, child.ID, "ok", 1)
+	// Only the delegate acts in the sub-run, and not once the work is closed.
+	worker := w.NamedAgent(t, "worker", "")
+	_, err = worker.Output(ctx, child.ID, "ok", 1)
 	var eb *broker.ErrorBody
 	if !errors.As(err, &eb) || eb.Code != broker.CodeRunClosed {
 		t.Fatalf("effect in a sub-run of closed work: err = %v, want RUN_CLOSED", err)

@@ -42,6 +42,15 @@ var (
 	// ErrRequestStore: the request-id bucket could not be reached, so
 	// at-most-once could not be promised and nothing was decided.
 	ErrRequestStore = errors.New("request id store unavailable")
+
+	// Refusals of the caller (see Caller): Gatehouse established who is
+	// asking and what it holds as fact, and the request or the caller's
+	// identity does not fit.
+	ErrOriginNotEstablished = errors.New("origin not established by Gatehouse")
+	ErrToolNotEstablished   = errors.New("tool not established by Gatehouse")
+	ErrNotRunAgent          = errors.New("not the agent the run was opened for")
+	ErrNotRunApp            = errors.New("not the application that opened the run")
+	ErrTenantNotAllowed     = errors.New("application not allowed for this tenant")
 )
 
 // Code is a stable error code carried in replies beside a human message.
@@ -75,6 +84,12 @@ const (
 	CodeRequestInProgress Code = "REQUEST_IN_PROGRESS"
 	CodeRequestIDReused   Code = "REQUEST_ID_REUSED"
 	CodeRequestStore      Code = "REQUEST_STORE_UNAVAILABLE"
+
+	CodeOriginNotEstablished Code = "ORIGIN_NOT_ESTABLISHED"
+	CodeToolNotEstablished   Code = "TOOL_NOT_ESTABLISHED"
+	CodeNotRunAgent          Code = "NOT_RUN_AGENT"
+	CodeNotRunApp            Code = "NOT_RUN_APPLICATION"
+	CodeTenantNotAllowed     Code = "TENANT_NOT_ALLOWED"
 )
 
 // codes is the one table from sentinel errors to codes and advice; a test
@@ -86,7 +101,7 @@ var codes = []struct {
 }{
 	{ErrBadRequest, CodeBadRequest, "fix the request; see the gatehouse.v1 request schema in the README"},
 	{ErrForbiddenField, CodeForbiddenField, "whom work is for comes only from the application that opened the run; remove the field"},
-	{ErrUnknownRun, CodeUnknownRun, "open work first (gatehouse.v1.work.open) and use the run id it returns"},
+	{ErrUnknownRun, CodeUnknownRun, "open work first (gatehouse.v1.app.<app>.work.open) and use the run id it returns"},
 	{ErrRunClosed, CodeRunClosed, "the application closed this run; open new work"},
 	{ErrUnknownSink, CodeUnknownSink, "use one of the sinks this broker serves (nats micro info gatehouse)"},
 	{ErrJournal, CodeJournal, "the decision could not be recorded; check the NATS JetStream stream and retry"},
@@ -99,6 +114,7 @@ var codes = []struct {
 	{ErrApprovalUsed, CodeApprovalUsed, "an approved action runs at most once; a new one needs a new approval"},
 	{ErrApprovalStore, CodeApprovalStore, "the approval store (JetStream KV or Redis) could not be reached; retry when it is healthy"},
 	{ErrPolicyWouldRefuse, CodePolicyWouldRefuse, "change the action so policy allows it; see the reasons"},
+	{ErrUnknownApproval, CodeApprovalNotFound, "wait only on the approval id a held effect of this run returned"},
 	{approval.ErrNotFound, CodeApprovalNotFound, "list requests with 'gatehouse approve list'"},
 	{approval.ErrAlreadyDecided, CodeAlreadyDecided, "the first decision stands"},
 	{approval.ErrNotAllowed, CodeNotAllowed, "the requester cannot approve; the approver needs one of the rule's roles and its least assurance"},
@@ -110,6 +126,11 @@ var codes = []struct {
 	{ErrRequestInProgress, CodeRequestInProgress, "wait and propose it again with the same request_id; if this persists, the broker deciding it died: look its run up with 'gatehouse evidence' before proposing it under a new request_id"},
 	{ErrRequestIDReused, CodeRequestIDReused, "a request_id names one request in a run; use a new request_id for a different request"},
 	{ErrRequestStore, CodeRequestStore, "nothing was decided; retry when NATS JetStream is healthy, or send the request without a request_id"},
+	{ErrOriginNotEstablished, CodeOriginNotEstablished, "leave origin out: Gatehouse establishes it (model for agent credentials unless the deployment declares the agent's origin: gatehouse agents add NAME --origin O)"},
+	{ErrToolNotEstablished, CodeToolNotEstablished, "leave tool out: Gatehouse names an effect SINK.ACTION, which agent cards match"},
+	{ErrNotRunAgent, CodeNotRunAgent, "a run accepts effects only from the agent identity it was opened for (a sub-run: its delegate); connect with that agent's own credential"},
+	{ErrNotRunApp, CodeNotRunApp, "an application may close and read only the runs it opened; use that application's credential"},
+	{ErrTenantNotAllowed, CodeTenantNotAllowed, "this application credential is bound to other tenants (gatehouse apps list); use one registered for this tenant"},
 }
 
 // CodeOf returns the stable code and advice for err. Unknown errors are

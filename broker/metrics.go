@@ -22,6 +22,9 @@ type Metrics struct {
 	record    *prometheus.HistogramVec
 	recordErr *prometheus.CounterVec
 	approvals prometheus.Gauge
+	// replies counts requests dropped because their reply subject was
+	// outside the requester's inbox (Service).
+	replies *prometheus.CounterVec
 }
 
 // NewMetrics creates the broker's collectors and registers them with reg.
@@ -46,8 +49,12 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Journal events that could not be recorded, by type.",
 		}, []string{"type"}),
 	}
+	m.replies = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: RepliesRefusedMetric,
+		Help: "Requests dropped unanswered and undecided because their reply subject was not inside the requester's own inbox, by requester class (agent, app).",
+	}, []string{"class"})
 	m.approvals = newApprovalsGauge()
-	reg.MustRegister(m.decisions, m.effects, m.record, m.recordErr, m.approvals)
+	reg.MustRegister(m.decisions, m.effects, m.record, m.recordErr, m.approvals, m.replies)
 	return m
 }
 
@@ -60,6 +67,20 @@ func (m *Metrics) observeDecision(s policy.Sink, d *DecisionBody) {
 		enforced = "true"
 	}
 	m.decisions.WithLabelValues(string(s), string(d.Outcome), d.Rule, enforced).Inc()
+}
+
+// RepliesRefusedMetric counts requests whose reply subject was outside
+// the requester's inbox.
+const RepliesRefusedMetric = "gatehouse_replies_refused_total"
+
+func (m *Metrics) observeReplyRefused(c subject.Class) {
+	if m == nil {
+		return
+	}
+	if c != subject.ClassAgent && c != subject.ClassApp {
+		c = "unknown"
+	}
+	m.replies.WithLabelValues(string(c)).Inc()
 }
 
 func (m *Metrics) observeEffect(s policy.Sink, _ *EffectReply, d time.Duration) {

@@ -11,12 +11,17 @@ import (
 
 	"github.com/gatehouse/gatehouse/broker"
 	"github.com/gatehouse/gatehouse/broker/journal"
+	"github.com/gatehouse/gatehouse/broker/subject"
 	"github.com/gatehouse/gatehouse/policy"
 	"github.com/gatehouse/gatehouse/sinks/output"
 )
 
 // idBrokers returns n more brokers on w's NATS, sharing its runs, journal
 // and a request-id bucket with a short lease and wait.
+// shared is the shared agent credential, the identity of runs opened
+// without an agent.
+var shared = broker.AgentCaller(subject.Shared)
+
 func (w *world) idBrokers(t *testing.T, n int) []*broker.Broker {
 	t.Helper()
 	ctx := ctxT(t)
@@ -78,7 +83,7 @@ func TestRequestIDDecidedOnce(t *testing.T) {
 	replies := make([]*broker.EffectReply, 8)
 	var wg sync.WaitGroup
 	for i := range replies {
-		wg.Go(func() { replies[i] = bs[i%2].Propose(ctx, policy.SinkOutput, req) })
+		wg.Go(func() { replies[i] = bs[i%2].Propose(ctx, shared, policy.SinkOutput, req) })
 	}
 	wg.Wait()
 	fresh, effect := 0, ""
@@ -95,32 +100,34 @@ func TestRequestIDDecidedOnce(t *testing.T) {
 	if fresh != 1 {
 		t.Fatalf("%d brokers decided request req-1, want exactly 1", fresh)
 	}
-	again := bs[1].Propose(ctx, policy.SinkOutput, req)
+	again := bs[1].Propose(ctx, shared, policy.SinkOutput, req)
 	if !again.Replayed || again.Effect != effect || again.Decision == nil || again.Decision.Outcome != journal.OutcomeAllowed {
 		t.Fatalf("request sent again: %+v, want the recorded reply of %s", again, effect)
 	}
 	if n := decisions(w.journalEvents(t, run)); n != 1 {
 		t.Fatalf("journal holds %d decisions, want 1", n)
 	}
-	other := bs[0].Propose(ctx, policy.SinkOutput, outputRequest(t, run, "req-1", 2))
+	other := bs[0].Propose(ctx, shared, policy.SinkOutput, outputRequest(t, run, "req-1", 2))
 	if other.Error == nil || other.Error.Code != broker.CodeRequestIDReused {
 		t.Fatalf("a different request under req-1: %+v", other.Error)
 	}
 	// Without an id, the same request is decided each time.
 	plain := outputRequest(t, run, "", 1)
-	if a, b := bs[0].Propose(ctx, policy.SinkOutput, plain), bs[1].Propose(ctx, policy.SinkOutput, plain); a.Effect == b.Effect || a.Replayed || b.Replayed {
+	if a, b := bs[0].Propose(ctx, shared, policy.SinkOutput, plain), bs[1].Propose(ctx, shared, policy.SinkOutput, plain); a.Effect == b.Effect || a.Replayed || b.Replayed {
 		t.Fatalf("requests without an id: %s and %s", a.Effect, b.Effect)
 	}
 }
 
 // claimAs writes the entry a broker leaves when it dies holding req in
-// state, as RequestIDs does (the digest of the decoded request).
+// state, as RequestIDs does (the digest of the decoded request as admitted:
+// with the origin Gatehouse established for the shared agent).
 func claimAs(t *testing.T, w *world, req []byte, state string) {
 	t.Helper()
 	r, err := broker.DecodeEffectRequest(req)
 	if err != nil {
 		t.Fatal(err)
 	}
+	r.Origin = policy.OriginModel
 	canon, _ := json.Marshal(r)
 	sum := sha256.Sum256(canon)
 	kv, err := w.js.KeyValue(ctxT(t), broker.RequestsBucket)
@@ -146,14 +153,14 @@ func TestRequestIDAfterADeadBroker(t *testing.T) {
 	}
 	claimed := outputRequest(t, run, "died-claimed", 1)
 	claimAs(t, w, claimed, "claimed")
-	r := bs[0].Propose(ctx, policy.SinkOutput, claimed)
+	r := bs[0].Propose(ctx, shared, policy.SinkOutput, claimed)
 	if r.Error != nil || r.Replayed || r.Decision == nil || !r.Decision.Recorded {
 		t.Fatalf("taking over a claim with nothing recorded: %+v %+v", r.Error, r.Decision)
 	}
 
 	recording := outputRequest(t, run, "died-recording", 2)
 	claimAs(t, w, recording, "recording")
-	r = bs[0].Propose(ctx, policy.SinkOutput, recording)
+	r = bs[0].Propose(ctx, shared, policy.SinkOutput, recording)
 	if r.Error == nil || r.Error.Code != broker.CodeRequestInProgress || r.Decision != nil {
 		t.Fatalf("a request whose decision may be recorded: %+v %+v", r.Error, r.Decision)
 	}
@@ -174,10 +181,10 @@ func TestRequestIDReleasedWhenNothingRecorded(t *testing.T) {
 		t.Fatal(err)
 	}
 	bad, _ := json.Marshal(broker.EffectRequest{Run: run, Action: "deliver", RequestID: "r-1", Params: json.RawMessage(`{"nope":1}`)})
-	if r := bs[0].Propose(ctx, policy.SinkOutput, bad); r.Error == nil || r.Error.Code != broker.CodeBadRequest {
+	if r := bs[0].Propose(ctx, shared, policy.SinkOutput, bad); r.Error == nil || r.Error.Code != broker.CodeBadRequest {
 		t.Fatalf("bad params: %+v", r.Error)
 	}
-	if r := bs[0].Propose(ctx, policy.SinkOutput, bad); r.Error == nil || r.Error.Code != broker.CodeBadRequest || r.Replayed {
+	if r := bs[0].Propose(ctx, shared, policy.SinkOutput, bad); r.Error == nil || r.Error.Code != broker.CodeBadRequest || r.Replayed {
 		t.Fatalf("bad params again: %+v replayed %v", r.Error, r.Replayed)
 	}
 }

@@ -26,7 +26,13 @@ type Run struct {
 	Mandate       *policy.Mandate  `json:"mandate,omitempty"`
 	MandateDigest string           `json:"mandate_digest,omitempty"`
 	Scopes        []string         `json:"scopes"`
-	Agent         string           `json:"agent,omitempty"`
+	// Agent is the agent identity the run accepts effects from ("" the
+	// shared agent credential; see RunAgent).
+	Agent string `json:"agent,omitempty"`
+	// App is the application identity that opened the work (RunApp): only
+	// it may close the run or read its outputs. Sub-runs keep the first
+	// run's.
+	App string `json:"app,omitempty"`
 	// Input is the application's structured input (a JSON object), kept
 	// verbatim so numbers stay exact; sub-runs share it.
 	Input  json.RawMessage `json:"input,omitempty"`

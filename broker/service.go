@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"runtime/debug"
 	"strings"
@@ -20,6 +21,17 @@ const Version = "0.1.0"
 // Service serves a Broker over NATS as the micro service "gatehouse", in
 // the brokers' queue group, so any number of brokers share the load. Each
 // request is handled on its own goroutine, bounded by MaxInFlight.
+//
+// Who asks is read from the request's subject (subject.Requester), which
+// the NATS server let only that identity's credential publish on; a reply
+// goes only to a reply subject inside that identity's own inbox space
+// (subject.InboxOf). A request whose reply subject is anywhere else is not
+// handled at all (nothing is decided), gets no reply, is logged and
+// counted (gatehouse_replies_refused_total). The connection Serve is given
+// should be one the server lets publish only into inbox spaces
+// (embedded.RoleReplies; see ProbeReplies), so that even a bug here could
+// not aim a reply at a stream, a bucket or another run's subjects; the
+// broker's streams and buckets are written on another connection.
 type Service struct {
 	b      *Broker
 	svc    micro.Service
@@ -35,6 +47,9 @@ type ServiceConfig struct {
 	// past it requests are answered UNAVAILABLE.
 	MaxInFlight int
 }
+
+// handler handles one admitted request from a caller.
+type handler func(ctx context.Context, from Caller, r micro.Request)
 
 // Serve registers the broker's endpoints on nc and returns once the NATS
 // server has them. Close stops it.
@@ -55,22 +70,25 @@ func Serve(nc *nats.Conn, b *Broker, cfg ServiceConfig) (*Service, error) {
 		return nil, fmt.Errorf("register service: %w", err)
 	}
 	s.svc = svc
-	add := func(name, subj string, h func(context.Context, micro.Request)) error {
-		return svc.AddEndpoint(name, micro.HandlerFunc(func(r micro.Request) { s.dispatch(r, h) }), micro.WithEndpointSubject(subj))
+	add := func(name, subj string, class subject.Class, h handler) error {
+		return svc.AddEndpoint(name, micro.HandlerFunc(func(r micro.Request) { s.dispatch(r, class, h) }), micro.WithEndpointSubject(subj))
 	}
-	if err := add("work-open", subject.WorkOpen, s.open); err != nil {
+	if err := add("work-open", subject.AppEndpoint(subject.WorkOpenOp), subject.ClassApp, s.open); err != nil {
 		return nil, s.fail(err)
 	}
-	if err := add("work-close", subject.WorkClose, s.close); err != nil {
+	if err := add("work-close", subject.AppEndpoint(subject.WorkCloseOp), subject.ClassApp, s.close); err != nil {
 		return nil, s.fail(err)
 	}
 	if err := s.addApprovals(add); err != nil {
 		return nil, s.fail(err)
 	}
+	if err := s.addTools(add); err != nil { // tools.go
+		return nil, s.fail(err)
+	}
 	for _, sink := range b.Sinks() {
 		sink := sink
-		if err := add("effect-"+string(sink), subject.Effect(sink), func(ctx context.Context, r micro.Request) {
-			respond(r, b.Propose(ctx, sink, r.Data()))
+		if err := add("effect-"+string(sink), subject.EffectEndpoint(sink), subject.ClassAgent, func(ctx context.Context, from Caller, r micro.Request) {
+			respond(r, b.Propose(ctx, from, sink, r.Data()))
 		}); err != nil {
 			return nil, s.fail(err)
 		}
@@ -89,9 +107,39 @@ func (s *Service) fail(err error) error {
 	return fmt.Errorf("register endpoint: %w", err)
 }
 
-// dispatch runs h on its own goroutine, so a slow effect never holds up
-// others, and refuses past the in-flight bound.
-func (s *Service) dispatch(r micro.Request, h func(context.Context, micro.Request)) {
+// callerOf reads who sent r from its subject and checks that its reply
+// subject lies in that identity's own inbox space. ok is false, and the
+// request has been logged and counted, when it does not: r must then get
+// no reply.
+func (s *Service) callerOf(r micro.Request, class subject.Class) (Caller, bool) {
+	c, id, _, ok := subject.Requester(r.Subject())
+	if !ok || c != class {
+		s.dropped(r, class, "", "the subject names no identity")
+		return Caller{}, false
+	}
+	if !subject.InInbox(r.Reply(), subject.InboxOf(c, id)) {
+		s.dropped(r, c, id, "the reply subject is outside the requester's inbox "+subject.InboxOf(c, id)+".>")
+		return Caller{}, false
+	}
+	if c == subject.ClassApp {
+		return AppCaller(id), true
+	}
+	return AgentCaller(id), true
+}
+
+func (s *Service) dropped(r micro.Request, class subject.Class, id, why string) {
+	s.b.metrics.observeReplyRefused(class)
+	s.b.log.Warn("request dropped, not answered: "+why, "subject", clip(r.Subject()), "reply", clip(r.Reply()),
+		"class", class, "identity", id)
+}
+
+// dispatch admits r (callerOf), then runs h on its own goroutine, so a slow
+// effect never holds up others, and refuses past the in-flight bound.
+func (s *Service) dispatch(r micro.Request, class subject.Class, h handler) {
+	from, ok := s.callerOf(r, class)
+	if !ok {
+		return
+	}
 	select {
 	case s.sem <- struct{}{}:
 	default:
@@ -109,32 +157,32 @@ func (s *Service) dispatch(r micro.Request, h func(context.Context, micro.Reques
 				respond(r, &EffectReply{Error: errorBody(fmt.Errorf("internal error handling %s", r.Subject()))})
 			}
 		}()
-		h(s.ctx, r)
+		h(s.ctx, from, r)
 	}()
 }
 
-func (s *Service) open(ctx context.Context, r micro.Request) {
+func (s *Service) open(ctx context.Context, from Caller, r micro.Request) {
 	w, err := DecodeOpenWork(r.Data())
 	if err != nil {
 		respond(r, &OpenWorkReply{Error: errorBody(err)})
 		return
 	}
-	run, err := s.b.Open(ctx, w)
+	run, err := s.b.Open(ctx, from, w)
 	if err != nil {
-		s.b.log.Error("open work failed", "err", err)
+		s.b.log.Warn("open work refused or failed", "caller", from, "err", err)
 		respond(r, &OpenWorkReply{Error: errorBody(err)})
 		return
 	}
 	respond(r, &OpenWorkReply{Run: run.ID, MandateDigest: run.MandateDigest})
 }
 
-func (s *Service) close(ctx context.Context, r micro.Request) {
+func (s *Service) close(ctx context.Context, from Caller, r micro.Request) {
 	c, err := DecodeCloseWork(r.Data())
 	if err != nil {
 		respond(r, &CloseWorkReply{Error: errorBody(err)})
 		return
 	}
-	if err := s.b.CloseRun(ctx, c); err != nil {
+	if err := s.b.CloseRun(ctx, from, c); err != nil {
 		respond(r, &CloseWorkReply{Run: c.Run, Error: errorBody(err)})
 		return
 	}
@@ -174,6 +222,10 @@ func replyError(v any) *ErrorBody {
 		return v.Error
 	case *ApprovalReply:
 		return v.Error
+	case *ToolsReply:
+		return v.Error
+	case *WaitReply:
+		return v.Error
 	}
 	return nil
 }
@@ -183,4 +235,31 @@ func firstLine(s string) string {
 		return s[:i]
 	}
 	return s
+}
+
+// ErrRepliesNotConfined: the NATS server lets the connection the broker
+// answers on publish outside inbox spaces, so a reply subject is kept to
+// the requester's inbox only by the broker's own check.
+var ErrRepliesNotConfined = errors.New("the replies connection may publish outside inbox spaces")
+
+// ProbeReplies reports whether the server confines nc, the connection a
+// Service answers on, to inbox spaces: it publishes an empty message on
+// subject.ProbeSubject (which no stream keeps and nothing reads) and, one
+// round trip later, expects the server's permissions violation for it. nil
+// means confined; ErrRepliesNotConfined means the message was accepted
+// (grant the connection only the publish permissions of
+// embedded.RoleReplies).
+func ProbeReplies(nc *nats.Conn) error {
+	if err := nc.Publish(subject.ProbeSubject, nil); err != nil {
+		return fmt.Errorf("probe the replies connection: %w", err)
+	}
+	// The server answers a PUB it refuses with -ERR before the PONG of
+	// this flush, and the client records it as the last error.
+	if err := nc.Flush(); err != nil {
+		return fmt.Errorf("probe the replies connection: %w", err)
+	}
+	if err := nc.LastError(); errors.Is(err, nats.ErrPermissionViolation) && strings.Contains(err.Error(), subject.ProbeSubject) {
+		return nil
+	}
+	return ErrRepliesNotConfined
 }

@@ -16,7 +16,8 @@ import (
 const MaxRequestBytes = 1 << 20
 
 // OpenWork is an application's request to open work for a person
-// (gatehouse.v1.work.open). It is the only source of whom work is for.
+// (gatehouse.v1.app.<app>.work.open). It is the only source of whom work is
+// for; the opening application is the subject's identity.
 type OpenWork struct {
 	Tenant  string          `json:"tenant"`
 	Person  string          `json:"person"`
@@ -52,12 +53,17 @@ type CloseWorkReply struct {
 }
 
 // EffectRequest is an agent's proposal of one effect
-// (gatehouse.v1.effect.<sink>). It names the run and what to do; whom the
-// work is for comes from the run's record. Params are the sink's own
-// arguments, decoded strictly by the sink.
+// (gatehouse.v1.agent.<agent>.effect.<sink>). It names the run and what to
+// do; whom the work is for comes from the run's record. Params are the
+// sink's own arguments, decoded strictly by the sink.
 type EffectRequest struct {
-	Run    string          `json:"run"`
-	Action string          `json:"action"`
+	Run    string `json:"run"`
+	Action string `json:"action"`
+	// Origin and Tool are Gatehouse's facts, not the agent's: on the wire
+	// a request may leave them out or repeat the established ones (see
+	// Broker.Propose, admit); by the time a sink sees the request, Origin
+	// is the origin Gatehouse established and Tool is "" (the policy
+	// derives "<sink>.<action>").
 	Origin policy.Origin   `json:"origin,omitempty"`
 	Tool   string          `json:"tool,omitempty"`
 	Params json.RawMessage `json:"params,omitempty"`

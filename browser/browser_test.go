@@ -92,16 +92,16 @@ func (f *forwarder) broker() *broker.Broker {
 	return f.env.Broker
 }
 
-func (f *forwarder) Propose(ctx context.Context, sink policy.Sink, data []byte) *broker.EffectReply {
-	return f.broker().Propose(ctx, sink, data)
+func (f *forwarder) Propose(ctx context.Context, from broker.Caller, sink policy.Sink, data []byte) *broker.EffectReply {
+	return f.broker().Propose(ctx, from, sink, data)
 }
 
 func (f *forwarder) Mode() policy.Mode { return f.broker().Mode() }
 
 func (f *forwarder) Policy() *policy.Policy { return f.broker().Policy() }
 
-func (f *forwarder) Open(ctx context.Context, w *broker.OpenWork) (*broker.Run, error) {
-	r, err := f.broker().Open(ctx, w)
+func (f *forwarder) Open(ctx context.Context, from broker.Caller, w *broker.OpenWork) (*broker.Run, error) {
+	r, err := f.broker().Open(ctx, from, w)
 	if err == nil {
 		f.mu.Lock()
 		f.opened = append(f.opened, r.ID)

@@ -1,5 +1,5 @@
 // Package browser is the browser sink: an agent drives a real Chromium over
-// NATS (gatehouse.v1.effect.browser), and no data leaves the browser for a
+// NATS (gatehouse.v1.agent.<agent>.effect.browser), and no data leaves the browser for a
 // site it should not reach.
 //
 // # Pool

@@ -46,16 +46,17 @@ var launchArgs = []string{
 
 // Decider decides and records one effect, and carries it out through its
 // sink when allowed: *broker.Broker. The pool proposes the sends its pages
-// make through it, in process.
+// make through it, in process, as Gatehouse itself (broker.Internal) with
+// the origin the pool established, never one a page or an agent wrote.
 type Decider interface {
-	Propose(ctx context.Context, sink policy.Sink, data []byte) *broker.EffectReply
+	Propose(ctx context.Context, from broker.Caller, sink policy.Sink, data []byte) *broker.EffectReply
 	Mode() policy.Mode
 	// Policy is the policy in force: the pool reads the browser section
 	// and whether scopes name browser targets from it.
 	Policy() *policy.Policy
 	// Open opens the runtime's run, under which the browser's own traffic
-	// is recorded.
-	Open(ctx context.Context, w *broker.OpenWork) (*broker.Run, error)
+	// is recorded (as Gatehouse itself, broker.Internal).
+	Open(ctx context.Context, from broker.Caller, w *broker.OpenWork) (*broker.Run, error)
 }
 
 var _ Decider = (*broker.Broker)(nil)

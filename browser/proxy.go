@@ -575,7 +575,7 @@ func (p *Pool) runtimeRun(d Decider) (string, error) {
 	}
 	ctx, cancel := context.WithTimeout(p.base, p.cfg.SendTimeout)
 	defer cancel()
-	r, err := d.Open(ctx, &broker.OpenWork{Tenant: RuntimeTenant, Person: RuntimePerson})
+	r, err := d.Open(ctx, broker.Internal(policy.OriginRuntime), &broker.OpenWork{Tenant: RuntimeTenant, Person: RuntimePerson})
 	if err != nil {
 		return "", err
 	}

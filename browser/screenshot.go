@@ -116,11 +116,13 @@ func (p *Pool) storeScreenshot(ctx context.Context, run *broker.Run, req *broker
 	st.name = p.artifactName(run.For.Tenant, st.key)
 	art := ScreenshotArtifact{Key: st.key, Size: int64(len(png)), Digest: dg, ContentType: ScreenshotContentType}
 	params, _ := json.Marshal(publishParams{Key: art.Key, Size: art.Size, Digest: art.Digest, ContentType: art.ContentType})
-	data, err := json.Marshal(broker.EffectRequest{Run: run.ID, Action: EffectPublish, Origin: req.Origin, Tool: req.Tool, Params: params})
+	data, err := json.Marshal(broker.EffectRequest{Run: run.ID, Action: EffectPublish, Params: params})
 	if err != nil {
 		return nil, err
 	}
-	r := d.Propose(context.WithValue(ctx, storeKey{}, st), policy.SinkBrowser, data)
+	// The publish carries the origin the broker established for the
+	// screenshot request (req.Origin is set by the broker, never the agent).
+	r := d.Propose(context.WithValue(ctx, storeKey{}, st), broker.Internal(req.Origin), policy.SinkBrowser, data)
 	switch {
 	case r.Decision == nil && r.Error != nil:
 		return nil, fmt.Errorf("%w: the publish was not decided: %s", ErrNotStored, r.Error.Code)

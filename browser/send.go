@@ -235,7 +235,9 @@ func (p *Pool) propose(d Decider, snd *send, timeout time.Duration) *broker.Effe
 		ctx, cancel = context.WithTimeout(p.base, timeout)
 	}
 	defer cancel()
-	reply := d.Propose(context.WithValue(ctx, sendKey{}, snd), policy.SinkBrowser, data)
+	// The origin is the pool's to set in describeSend (runtime for the
+	// browser's own background traffic), not the request's.
+	reply := d.Propose(context.WithValue(ctx, sendKey{}, snd), broker.Internal(""), policy.SinkBrowser, data)
 	if reply.Error != nil && !snd.released.Load() {
 		p.log.Warn("send not decided", "run", snd.run, "action", snd.action, "host", snd.to.host, "err", reply.Error)
 	}

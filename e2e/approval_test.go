@@ -75,20 +75,11 @@ func (b *bank) paid() map[string]string {
 // flags and the private key file.
 func approvalFiles(t *testing.T, dir, url string) (flags []string, privFile string) {
 	t.Helper()
-	write := func(name, text string) string {
-		p := filepath.Join(dir, name)
-		if err := os.WriteFile(p, []byte(text), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
-	pub, priv, err := ed25519.GenerateKey(rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	privFile = write("backend.key", base64.StdEncoding.EncodeToString(priv.Seed())+"\n")
+	write := inDir(t, dir)
+	pubFile, privFile := backendKey(t, write)
 	return []string{
 		"--mode", "strict",
+		"--agents", erpRunner + "=shipped",
 		"--providers", write("providers.yaml", `
 providers:
   - {name: bank, base_url: `+url+`, auth: {type: bearer}, idempotency_header: Idempotency-Key}
@@ -96,16 +87,40 @@ integrations:
   - {name: bank.pay, provider: bank, effect: write, origin: shipped, operations: [{method: POST, template: /payments}]}
 `),
 		"--credentials", write("credentials.yaml", "credentials:\n  - {tenant: acme, person: ada, provider: bank, token: tok-ada}\n"),
-		"--policy", write("rules.yaml", `
+		"--policy", write("rules.yaml", runnerCard+`
 approvals:
   - name: payments
     match: {provider: bank, method: POST, path: /payments}
     roles: [finance]
     assurance: mfa
 `),
-		"--approval-key", write("backend.pub", base64.StdEncoding.EncodeToString(pub)+"\n"),
+		"--approval-key", pubFile,
 		"--approval-claim-timeout", "2s",
 	}, privFile
+}
+
+// inDir returns a function that writes a file of dir (mode 0600) and
+// returns its path.
+func inDir(t *testing.T, dir string) func(name, text string) string {
+	return func(name, text string) string {
+		t.Helper()
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+}
+
+// backendKey writes a backend's Ed25519 key pair: the public key for
+// serve's --approval-key, the private one for 'gatehouse approve --key'.
+func backendKey(t *testing.T, write func(name, text string) string) (pubFile, privFile string) {
+	t.Helper()
+	pub, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return write("backend.pub", base64.StdEncoding.EncodeToString(pub)+"\n"), write("backend.key", base64.StdEncoding.EncodeToString(priv.Seed())+"\n")
 }
 
 func bankPayment(amount string) string {
@@ -146,7 +161,7 @@ func TestApprovalsThroughServe(t *testing.T) {
 	data := t.TempDir()
 	flags, key := approvalFiles(t, data, srv.URL)
 	s := serve(t, data, flags...)
-	run := strings.TrimSpace(gh(t, "work", "open", "--data-dir", data, "--tenant", "acme", "--person", "ada").stdout)
+	run := strings.TrimSpace(gh(t, "work", "open", "--data-dir", data, "--tenant", "acme", "--person", "ada", "--agent", erpRunner).stdout)
 	call := func(amount string) (broker.EffectReply, int) {
 		return callProvider(t, run, bankPayment(amount), "--data-dir", data)
 	}
@@ -211,7 +226,7 @@ func TestApprovalsThroughServe(t *testing.T) {
 	outs := make(chan []byte, 2)
 	for range 2 {
 		go func() {
-			cmd := exec.Command(bin, "effect", "provider", "--data-dir", data, "--run", run, "--action", "call", "--origin", "shipped", "--params", bankPayment("200.00"), "--json")
+			cmd := exec.Command(bin, "effect", "provider", "--data-dir", data, "--run", run, "--action", "call", "--agent", erpRunner, "--params", bankPayment("200.00"), "--json")
 			cmd.Env = cleanEnv()
 			out, _ := cmd.Output()
 			outs <- out
@@ -240,7 +255,7 @@ func TestApprovalsThroughServe(t *testing.T) {
 	b.mu.Lock()
 	b.hang = true
 	b.mu.Unlock()
-	agent := exec.Command(bin, "effect", "provider", "--data-dir", data, "--run", run, "--action", "call", "--origin", "shipped", "--params", bankPayment("300.00"), "--json")
+	agent := exec.Command(bin, "effect", "provider", "--data-dir", data, "--run", run, "--action", "call", "--agent", erpRunner, "--params", bankPayment("300.00"), "--json")
 	agent.Env = cleanEnv()
 	if err := agent.Start(); err != nil {
 		t.Fatal(err)

@@ -44,7 +44,7 @@ func BenchmarkScaledOut(b *testing.B) {
 				for i := range sc.brokers {
 					d.startBroker(b, "broker"+strconv.Itoa(i+1))
 				}
-				target = []string{"--nats-url", d.nats.URL()}
+				target = append([]string{"--nats-url", d.nats.URL()}, d.benchCreds()...)
 			} else {
 				s := serve(b, filepath.Join(b.TempDir(), "gh"), "--mode", "strict", "--sandbox-tiers", "unconfined")
 				target = []string{"--data-dir", s.dataDir}

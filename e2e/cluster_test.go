@@ -21,6 +21,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/gatehouse/gatehouse/broker"
+	"github.com/gatehouse/gatehouse/broker/embedded"
 	"github.com/gatehouse/gatehouse/e2e/cluster"
 )
 
@@ -179,6 +180,7 @@ func startDeployment(t testing.TB, o deployOpts) *deployment {
 func (d *deployment) startBroker(t testing.TB, name string) *server {
 	t.Helper()
 	args := []string{"--mode", "strict", "--nats-url", d.nats.URL(), "--no-writer", "--replicas", "3",
+		"--nats-creds", d.nats.Creds(embedded.RoleBroker), "--nats-replies-creds", d.nats.Creds(embedded.RoleReplies),
 		"--sandbox-tiers", "unconfined", "--log-format", "json"}
 	if d.redis != nil {
 		args = append(args, "--redis-url", d.redis.URL)
@@ -192,7 +194,7 @@ func (d *deployment) startWriter(t testing.TB) {
 	t.Helper()
 	port := cluster.FreePort(t)
 	d.writerHTTP = "http://127.0.0.1:" + strconv.Itoa(port)
-	args := append([]string{"writer", "--nats-url", d.nats.URL(), "--journal-dir", d.jdir, "--replicas", "3",
+	args := append([]string{"writer", "--nats-url", d.nats.URL(), "--nats-creds", d.nats.Creds(embedded.RoleBroker), "--journal-dir", d.jdir, "--replicas", "3",
 		"--http", "127.0.0.1:" + strconv.Itoa(port), "--log-format", "json"}, d.writerArgs...)
 	cmd := exec.Command(bin, args...)
 	d.writerOut = &lineCounter{}
@@ -215,10 +217,27 @@ func (d *deployment) killWriter(t *testing.T) {
 	_ = d.writer.Wait()
 }
 
+// benchCreds are the flags bench needs on the cluster: the shared agent
+// credential, the shared app's, and the broker's to observe.
+func (d *deployment) benchCreds() []string {
+	return []string{"--creds", d.nats.Creds(embedded.RoleAgent), "--app-creds", d.nats.Creds(embedded.RoleApp),
+		"--observer-creds", d.nats.Creds(embedded.RoleBroker)}
+}
+
+// as is the --nats-url and --creds of role on the cluster, for a client
+// command.
+func (d *deployment) as(r embedded.Role) []string {
+	return []string{"--nats-url", d.nats.URL(), "--creds", d.nats.Creds(r)}
+}
+
 // js connects to the cluster for the test's own reads.
 func (d *deployment) js(t testing.TB) jetstream.JetStream {
 	t.Helper()
-	nc, err := nats.Connect(d.nats.URL(), nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond))
+	o, err := nats.NkeyOptionFromSeed(d.nats.Creds(embedded.RoleBroker))
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc, err := nats.Connect(d.nats.URL(), o, nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -356,8 +375,8 @@ func (d *deployment) startLoad(t *testing.T, procs, agents int, sink string) *lo
 	l := &loadGen{}
 	for i := range procs {
 		f := filepath.Join(d.dir, "acked-"+strconv.Itoa(i))
-		cmd := exec.Command(bin, "bench", "--nats-url", d.nats.URL(), "--agents", strconv.Itoa(agents), "--duration", "1h",
-			"--sink", sink, "--acked", f, "--json", "--timeout", "5s", "--tenant", "load"+strconv.Itoa(i))
+		cmd := exec.Command(bin, append([]string{"bench", "--nats-url", d.nats.URL(), "--agents", strconv.Itoa(agents), "--duration", "1h",
+			"--sink", sink, "--acked", f, "--json", "--timeout", "5s", "--tenant", "load" + strconv.Itoa(i)}, d.benchCreds()...)...)
 		out := &lineCounter{}
 		cmd.Stdout, cmd.Stderr = out, out
 		cmd.Env = cleanEnv()
@@ -513,7 +532,7 @@ func TestScaledOutShape(t *testing.T) {
 		}
 	}
 
-	cmd := exec.Command(bin, "status", "--nats-url", d.nats.URL(), "--system-user", cluster.SysUser, "--json")
+	cmd := exec.Command(bin, "status", "--nats-url", d.nats.URL(), "--creds", d.nats.Creds(embedded.RoleBroker), "--system-user", cluster.SysUser, "--json")
 	cmd.Env = append(cleanEnv(), "GATEHOUSE_SYSTEM_PASSWORD="+cluster.SysPassword)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
@@ -536,7 +555,7 @@ func TestScaledOutShape(t *testing.T) {
 	if err := json.Unmarshal(out.Bytes(), &st); err != nil {
 		t.Fatalf("status --json: %v\n%s", err, out.String())
 	}
-	text := exec.Command(bin, "status", "--nats-url", d.nats.URL(), "--system-user", cluster.SysUser)
+	text := exec.Command(bin, "status", "--nats-url", d.nats.URL(), "--creds", d.nats.Creds(embedded.RoleBroker), "--system-user", cluster.SysUser)
 	text.Env = cmd.Env
 	tout, _ := text.CombinedOutput()
 	t.Logf("gatehouse status:\n%s", tout)

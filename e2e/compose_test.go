@@ -97,12 +97,27 @@ func TestComposeFile(t *testing.T) {
 		}
 	}
 
-	conf, err := filepath.Abs("compose/nats.conf")
+	// The nodes include the users the keys service writes into the keys
+	// volume (mounted at /etc/nats/keys): made here the same way.
+	text, err := os.ReadFile("compose/nats.conf")
 	if err != nil {
 		t.Fatal(err)
 	}
+	etc := t.TempDir()
+	conf := filepath.Join(etc, "nats.conf")
+	must(t, os.WriteFile(conf, text, 0o600))
+	users := gh(t, "agents", "nats-conf", "--data-dir", filepath.Join(etc, "keys", "gatehouse"))
+	if users.code != 0 {
+		t.Fatalf("agents nats-conf: %+v", users)
+	}
+	must(t, os.WriteFile(filepath.Join(etc, "keys", "nats-users.conf"), []byte(users.stdout), 0o600))
+	for _, n := range []string{"broker-1", "writer", "status", "bench"} {
+		if c := strings.Join(cfg.Services[n].Command, " "); !strings.Contains(c, "/keys/gatehouse/nats/creds/") {
+			t.Errorf("%s connects to NATS without a credential: %s", n, c)
+		}
+	}
 	cmd := exec.Command(cluster.NATSServer(t), "-t", "-c", conf)
-	cmd.Env = append(os.Environ(), "NATS_SERVER_NAME=nats-1", "NATS_SYS_PASSWORD=x", "NATS_GATEHOUSE_PASSWORD=y")
+	cmd.Env = append(os.Environ(), "NATS_SERVER_NAME=nats-1", "NATS_SYS_PASSWORD=x")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("nats-server -t %s: %v\n%s", conf, err, out)
 	}

@@ -24,14 +24,14 @@ import (
 // in with a password. tighterPayments is the same rule after an operator
 // tightened it: only a treasurer may approve.
 const (
-	reviewerPayments = `
+	reviewerPayments = runnerCard + `
 approvals:
   - name: payments
     match: {provider: bank, method: POST, path: /payments}
     roles: [reviewer]
     assurance: password
 `
-	tighterPayments = `
+	tighterPayments = runnerCard + `
 approvals:
   - name: payments
     match: {provider: bank, method: POST, path: /payments}
@@ -240,7 +240,7 @@ func TestApprovalFlowsInChromium(t *testing.T) {
 		}
 	}
 	f.srv = serve(t, data, flags...)
-	f.run = strings.TrimSpace(gh(t, "work", "open", "--data-dir", data, "--tenant", "acme", "--person", "ada").stdout)
+	f.run = strings.TrimSpace(gh(t, "work", "open", "--data-dir", data, "--tenant", "acme", "--person", "ada", "--agent", erpRunner).stdout)
 	if !broker.ValidRunID(f.run) {
 		t.Fatalf("work open printed %q", f.run)
 	}
@@ -469,7 +469,7 @@ func (f *flows) race() {
 	outs := make(chan broker.EffectReply, 2)
 	for range 2 {
 		go func() {
-			cmd := exec.Command(bin, "effect", "provider", "--data-dir", f.data, "--run", f.run, "--action", "call", "--origin", "shipped", "--params", bankPayment("130.00"), "--json")
+			cmd := exec.Command(bin, "effect", "provider", "--data-dir", f.data, "--run", f.run, "--action", "call", "--agent", erpRunner, "--params", bankPayment("130.00"), "--json")
 			cmd.Env = cleanEnv()
 			out, _ := cmd.Output()
 			var r broker.EffectReply
@@ -513,7 +513,7 @@ func (f *flows) killed() {
 	f.bank.mu.Lock()
 	f.bank.hang = true
 	f.bank.mu.Unlock()
-	agent := exec.Command(bin, "effect", "provider", "--data-dir", f.data, "--run", f.run, "--action", "call", "--origin", "shipped", "--params", bankPayment("140.00"), "--json")
+	agent := exec.Command(bin, "effect", "provider", "--data-dir", f.data, "--run", f.run, "--action", "call", "--agent", erpRunner, "--params", bankPayment("140.00"), "--json")
 	agent.Env = cleanEnv()
 	must(t, agent.Start())
 	defer func() { _ = agent.Process.Kill(); _ = agent.Wait() }()

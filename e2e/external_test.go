@@ -148,7 +148,7 @@ func TestServeOnRedis(t *testing.T) {
 	run := strings.TrimSpace(gh(t, "work", "open", "--data-dir", data, "--tenant", "acme", "--person", "ada").stdout)
 	effect := func(sink, action, params string) broker.EffectReply {
 		t.Helper()
-		r := gh(t, "effect", sink, "--data-dir", data, "--run", run, "--action", action, "--origin", "shipped", "--params", params, "--json")
+		r := gh(t, "effect", sink, "--data-dir", data, "--run", run, "--action", action, "--params", params, "--json")
 		var reply broker.EffectReply
 		if err := json.Unmarshal([]byte(r.stdout), &reply); err != nil || r.code != 0 {
 			t.Fatalf("%s %s: exit %d %v\n%s%s", sink, action, r.code, err, r.stdout, r.stderr)

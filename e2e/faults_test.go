@@ -19,6 +19,7 @@ import (
 
 	"github.com/gatehouse/gatehouse/broker"
 	"github.com/gatehouse/gatehouse/broker/client"
+	"github.com/gatehouse/gatehouse/broker/embedded"
 	"github.com/gatehouse/gatehouse/e2e/cluster"
 	"github.com/gatehouse/gatehouse/policy"
 )
@@ -85,7 +86,7 @@ func TestFaultKillBroker(t *testing.T) {
 // exactly once.
 func TestFaultKillBrokerRequestIDs(t *testing.T) {
 	d := startDeployment(t, deployOpts{brokers: 2})
-	app, err := client.Dial(d.nats.URL(), client.App, "")
+	app, err := client.Dial(d.nats.URL(), client.App, d.nats.Creds(embedded.RoleApp))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -109,7 +110,7 @@ func TestFaultKillBrokerRequestIDs(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		agent, err := client.Dial(d.nats.URL(), client.Agent, "")
+		agent, err := client.Dial(d.nats.URL(), client.Agent, d.nats.Creds(embedded.RoleAgent))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -279,10 +280,10 @@ func TestFaultRedisDown(t *testing.T) {
 	d.witnessCheckpoint(t) // under load; the one after the fault must be consistent with it
 	d.redis.Stop()
 
-	run := strings.TrimSpace(gh(t, "work", "open", "--nats-url", d.nats.URL(), "--tenant", "acme", "--person", "ada").stdout)
+	run := strings.TrimSpace(gh(t, append([]string{"work", "open", "--tenant", "acme", "--person", "ada"}, d.as(embedded.RoleApp)...)...).stdout)
 	put := func() (broker.EffectReply, int) {
-		r := gh(t, "effect", "memory", "--nats-url", d.nats.URL(), "--run", run, "--action", "put",
-			"--params", `{"key":"k","value":1}`, "--json")
+		r := gh(t, append([]string{"effect", "memory", "--run", run, "--action", "put",
+			"--params", `{"key":"k","value":1}`, "--json"}, d.as(embedded.RoleAgent)...)...)
 		var rep broker.EffectReply
 		if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
 			t.Fatalf("effect reply: %v\n%s\n%s", err, r.stdout, r.stderr)
@@ -337,7 +338,7 @@ func TestFaultFullDisk(t *testing.T) {
 
 	// Work opened now; while the disk is full strict mode would refuse to
 	// open it too (its run.open cannot be recorded).
-	run := strings.TrimSpace(gh(t, "work", "open", "--nats-url", d.nats.URL(), "--tenant", "acme", "--person", "ada").stdout)
+	run := strings.TrimSpace(gh(t, append([]string{"work", "open", "--tenant", "acme", "--person", "ada"}, d.as(embedded.RoleApp)...)...).stdout)
 
 	// Fill the disk: write until ENOSPC.
 	filler := fillDisk(t, mnt)
@@ -358,7 +359,7 @@ func TestFaultFullDisk(t *testing.T) {
 	refused := false
 	deadline = time.Now().Add(30 * time.Second)
 	for !refused {
-		r := gh(t, "effect", "output", "--nats-url", d.nats.URL(), "--run", run, "--result", "1", "--json")
+		r := gh(t, append([]string{"effect", "output", "--run", run, "--result", "1", "--json"}, d.as(embedded.RoleAgent)...)...)
 		var rep broker.EffectReply
 		_ = json.Unmarshal([]byte(r.stdout), &rep)
 		if rep.Error != nil && rep.Error.Code == broker.CodeJournal && rep.Decision != nil && rep.Decision.Outcome == "refused" {
@@ -373,7 +374,7 @@ func TestFaultFullDisk(t *testing.T) {
 	}
 
 	// The operator sees it in gatehouse status (exit 1, a finding).
-	st := gh(t, "status", "--nats-url", d.nats.URL())
+	st := gh(t, append([]string{"status"}, d.as(embedded.RoleBroker)...)...)
 	if st.code != 1 || !strings.Contains(st.stdout, "FINDING: the journal writer cannot write") {
 		t.Fatalf("status with the disk full: exit %d\n%s%s", st.code, st.stdout, st.stderr)
 	}

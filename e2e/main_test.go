@@ -89,14 +89,25 @@ type endpoints struct {
 	JournalDir string `json:"journal_dir"`
 	AppCreds   string `json:"app_creds"`
 	AgentCreds string `json:"agent_creds"`
+	MCP        string `json:"mcp"`
 }
 
 // serve starts `gatehouse serve` on free ports and waits until it has
 // written its endpoints file.
 func serve(t testing.TB, dataDir string, args ...string) *server {
 	t.Helper()
+	return serveWith(t, dataDir, nil, args...)
+}
+
+// serveWith is serve with the command adjusted by adjust before it starts
+// (another binary path, another user).
+func serveWith(t testing.TB, dataDir string, adjust func(*exec.Cmd), args ...string) *server {
+	t.Helper()
 	args = append([]string{"serve", "--data-dir", dataDir, "--nats-port", "-1", "--http", "127.0.0.1:0"}, args...)
 	cmd := exec.Command(bin, args...)
+	if adjust != nil {
+		adjust(cmd)
+	}
 	out := &bytes.Buffer{}
 	cmd.Stdout, cmd.Stderr = out, out
 	cmd.Env = cleanEnv()

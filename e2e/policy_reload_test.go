@@ -182,7 +182,7 @@ func TestGroundingReload(t *testing.T) {
 	must(t, err)
 	s := serve(t, data, append([]string{"--mode", "strict", "--journal-capture", "full"}, files...)...)
 	open := func() string {
-		run := strings.TrimSpace(gh(t, "work", "open", "--data-dir", data, "--tenant", "acme", "--person", "ada").stdout)
+		run := strings.TrimSpace(gh(t, "work", "open", "--data-dir", data, "--tenant", "acme", "--person", "ada", "--agent", erpRunner).stdout)
 		if !broker.ValidRunID(run) {
 			t.Fatalf("work open printed %q", run)
 		}

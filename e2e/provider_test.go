@@ -47,9 +47,19 @@ func (e *erp) paid() []string {
 	return append([]string(nil), e.payments...)
 }
 
+// erpRunner is the agent identity provider calls are made as: one the
+// deployment declares as running its shipped integrations (serve --agents
+// erp-runner=shipped), so Gatehouse decides its calls as origin shipped.
+// Runs it works in are opened for it (work open --agent erp-runner).
+const erpRunner = "erp-runner"
+
+// runnerCard is erpRunner's agent card: in strict mode an agent a run is
+// opened for acts only with a card in the policy.
+const runnerCard = "agents:\n  - name: " + erpRunner + "\n"
+
 // erpFiles writes, into dir, the provider catalogue for the erp at url,
 // Ada's credential (token) and the supplier-payment grounding rule, and
-// returns the serve flags naming them.
+// returns the serve flags naming them, with erpRunner declared.
 func erpFiles(t *testing.T, dir, url, token string) []string {
 	t.Helper()
 	write := func(name, text string) string {
@@ -60,6 +70,8 @@ func erpFiles(t *testing.T, dir, url, token string) []string {
 		return p
 	}
 	return []string{
+		"--agents", erpRunner + "=shipped",
+		"--policy", write("erp-rules.yaml", runnerCard),
 		"--providers", write("providers.yaml", `
 providers:
   - {name: erp, base_url: `+url+`, auth: {type: bearer}}
@@ -88,11 +100,12 @@ func payment(iban string) string {
 	return `{"provider":"erp","method":"POST","path":"/payments","atom":"erp.pay","body":{"invoice":"INV-7","iban":"` + iban + `","amount":"1200.00"}}`
 }
 
-// callProvider proposes a provider call from the CLI as a shipped
-// integration and returns the reply and the exit status.
+// callProvider proposes a provider call from the CLI as erpRunner, whose
+// origin the deployment declared shipped, and returns the reply and the
+// exit status.
 func callProvider(t *testing.T, run, params string, conn ...string) (broker.EffectReply, int) {
 	t.Helper()
-	args := append([]string{"effect", "provider", "--run", run, "--action", "call", "--origin", "shipped", "--params", params, "--json"}, conn...)
+	args := append([]string{"effect", "provider", "--run", run, "--action", "call", "--agent", erpRunner, "--params", params, "--json"}, conn...)
 	r := gh(t, args...)
 	var reply broker.EffectReply
 	if err := json.Unmarshal([]byte(r.stdout), &reply); err != nil {
@@ -112,7 +125,7 @@ func TestProviderCallsThroughServe(t *testing.T) {
 	defer srv.Close()
 	data := t.TempDir()
 	s := serve(t, data, append([]string{"--mode", "strict"}, erpFiles(t, data, srv.URL, "tok-ada-s3cr3t")...)...)
-	run := strings.TrimSpace(gh(t, "work", "open", "--data-dir", data, "--tenant", "acme", "--person", "ada").stdout)
+	run := strings.TrimSpace(gh(t, "work", "open", "--data-dir", data, "--tenant", "acme", "--person", "ada", "--agent", erpRunner).stdout)
 	call := func(params string) (broker.EffectReply, int) { return callProvider(t, run, params, "--data-dir", data) }
 	pay := payment
 
@@ -145,7 +158,8 @@ reply = json.loads(r.readline())
 print("due", reply["result"]["body"]["amount_due"], reply["decision"]["outcome"])
 `
 	params, _ := json.Marshal(map[string]string{"program": "python3", "source": src})
-	cr := gh(t, "effect", "code", "--data-dir", data, "--run", run, "--action", "run", "--origin", "model", "--params", string(params), "--json")
+	modelRun := strings.TrimSpace(gh(t, "work", "open", "--data-dir", data, "--tenant", "acme", "--person", "ada").stdout)
+	cr := gh(t, "effect", "code", "--data-dir", data, "--run", modelRun, "--action", "run", "--origin", "model", "--params", string(params), "--json")
 	var codeReply broker.EffectReply
 	if err := json.Unmarshal([]byte(cr.stdout), &codeReply); err != nil || cr.code != 0 {
 		t.Fatalf("code through the gateway: exit %d %v\n%s%s", cr.code, err, cr.stdout, cr.stderr)

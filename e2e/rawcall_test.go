@@ -23,7 +23,7 @@ var rawEffects = []string{
 	// processes
 	"os/exec.Command", "os/exec.CommandContext", "os.StartProcess", "syscall.Exec", "syscall.ForkExec", "syscall.StartProcess",
 	// the sandbox's own entry points: only sinks may start programs
-	"(*" + module + "/sandbox.Sandbox).Run", module + "/sandbox.RunHost",
+	"(*" + module + "/sandbox.Sandbox).Run", "(*" + module + "/sandbox.Sandbox).RunHost",
 	// files
 	"os.WriteFile", "os.Create", "os.OpenFile", "os.Rename", "os.Symlink", "os.Link", "os.Mkdir", "os.MkdirAll",
 	"os.Remove", "os.RemoveAll", "os.CreateTemp", "os.MkdirTemp",
@@ -57,13 +57,20 @@ var rawPrefixes = []string{
 // types.Func.FullName), raw calls that are the runtime's own and not an
 // agent's effect, each with its reason.
 var runtimeOwnFuncs = map[string]string{
-	module + "/broker/embedded.ensureSeed":            "the embedded NATS server's own credentials, made on first start",
+	module + "/broker/embedded.NewSeed":               "NATS credentials of Gatehouse's roles and of the identities 'gatehouse agents/apps' register, made on first start or on add and rotate",
+	"(*" + module + "/broker/identity.Registry).Save": "the identity register (identities.json), written by 'gatehouse agents' and 'gatehouse apps'",
+	module + "/cmd/gatehouse.editRegistry":            "the identity register's lock file, taken by 'gatehouse agents' and 'gatehouse apps'",
+	module + "/cmd/gatehouse.cmdIdentities":           "'gatehouse agents/apps remove' deleting the removed identity's credential",
+	module + "/broker.ProbeReplies":                   "the broker's start-up probe that its replies connection may not publish outside inbox spaces: an empty message the server refuses",
 	"(*" + module + "/broker.Recorder).Record":        "publishing journal events: the record itself",
 	"(*" + module + "/broker.KVRuns).Create":          "the run registry: whom work is for, written when an application opens work",
 	"(*" + module + "/broker.KVRuns).Close":           "the run registry: an application closing work",
 	module + "/cmd/gatehouse.writeEndpoints":          "serve's endpoints file, so the CLI finds the server",
+	module + "/cmd/gatehouse.newMCPToken":             "a named agent's MCP bearer token file (DATA_DIR/mcp/tokens), the operator's own credential store",
+	module + "/cmd/gatehouse.loadMCPTokens":           "the MCP token folder serve reads (DATA_DIR/mcp/tokens)",
 	"(*" + module + "/web.Users).save":                "the dashboard's own user store (users.json), written by 'gatehouse users' and first-run setup",
 	module + "/cmd/gatehouse.cmdServe":                "serve creating its data directory and removing its endpoints file",
+	module + "/cmd/gatehouse.secureDataDir":           "serve creating its data directory 0700 and tightening what is in it, before anything is written there",
 	"(*" + module + "/browser.proxy).dial":            "the browser sink's forward proxy: dials only for requests the broker decided (or plain reads, never decided) and tunnels it allowed",
 	module + "/broker.PutWriterHealth":                "the journal writer announcing whether it can write, so strict brokers refuse on a full disk",
 	module + "/cmd/gatehouse.cmdBench":                "the load generator writing its own --acked report file",

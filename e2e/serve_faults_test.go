@@ -141,7 +141,7 @@ func TestApprovalsPendingShown(t *testing.T) {
 		t.Fatalf("status before any approval: %+v", a)
 	}
 
-	run := strings.TrimSpace(gh(t, "work", "open", "--data-dir", data, "--tenant", "acme", "--person", "ada").stdout)
+	run := strings.TrimSpace(gh(t, "work", "open", "--data-dir", data, "--tenant", "acme", "--person", "ada", "--agent", erpRunner).stdout)
 	held, code := callProvider(t, run, bankPayment("100.00"), "--data-dir", data)
 	if code != 3 || held.Error == nil || held.Error.Code != broker.CodeApprovalRequired {
 		t.Fatalf("gated payment: exit %d %+v", code, held.Error)

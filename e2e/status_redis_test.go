@@ -40,7 +40,7 @@ func TestStatusApprovalsOnRedis(t *testing.T) {
 		t.Fatalf("status --redis-url before any approval: exit %d %+v\n%s", r.code, a, r.stdout)
 	}
 
-	run := strings.TrimSpace(gh(t, "work", "open", "--data-dir", data, "--tenant", "acme", "--person", "ada").stdout)
+	run := strings.TrimSpace(gh(t, "work", "open", "--data-dir", data, "--tenant", "acme", "--person", "ada", "--agent", erpRunner).stdout)
 	held, code := callProvider(t, run, bankPayment("100.00"), "--data-dir", data)
 	if code != 3 || held.Error == nil || held.Error.Code != broker.CodeApprovalRequired {
 		t.Fatalf("gated payment: exit %d %+v", code, held.Error)

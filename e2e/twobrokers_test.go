@@ -39,7 +39,7 @@ func TestGroundingAcrossBrokerProcesses(t *testing.T) {
 	}
 
 	a := startBroker("a")
-	run := strings.TrimSpace(gh(t, "work", "open", "--nats-url", url, "--tenant", "acme", "--person", "ada").stdout)
+	run := strings.TrimSpace(gh(t, "work", "open", "--nats-url", url, "--tenant", "acme", "--person", "ada", "--agent", erpRunner).stdout)
 	for _, path := range []string{"/invoices/INV-7", "/suppliers/S-1"} {
 		if r, code := call(run, `{"provider":"erp","method":"GET","path":"`+path+`","atom":"erp.read"}`); code != 0 {
 			t.Fatalf("GET %s through broker a: %d %+v", path, code, r.Decision)

@@ -56,7 +56,12 @@ func TestWriterKilledMidBurst(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	svc, err := broker.Serve(nc, b, broker.ServiceConfig{})
+	rc, err := ns.Connect(embedded.RoleReplies)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	svc, err := broker.Serve(rc, b, broker.ServiceConfig{})
 	if err != nil {
 		t.Fatal(err)
 	}

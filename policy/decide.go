@@ -132,9 +132,9 @@ func (d *decider) who() string {
 }
 
 // system is what a mandate's Systems names: the provider for a provider
-// call, else the sink.
+// call, the upstream server for an MCP tool call, else the sink.
 func (d *decider) system() string {
-	if d.in.Effect.Sink == SinkProvider {
+	if d.in.Effect.Sink == SinkProvider || d.in.Effect.Sink == SinkMCP {
 		return d.in.Effect.Provider
 	}
 	return string(d.in.Effect.Sink)
@@ -376,6 +376,12 @@ func (d *decider) builtins() {
 		}
 	case SinkBrowser:
 		d.browserBuiltins() // browser.go
+	case SinkMCP:
+		d.ungrounded()
+		if e.Unpinned != "" {
+			d.add(RefuseToolChanged, string(RefuseToolChanged), fmt.Sprintf("The upstream MCP tool %q is not what an operator accepted: %s; "+
+				"an operator must review the change and accept it (gatehouse mcp upstream show, then accept) before it can be called.", e.Target, e.Unpinned), true)
+		}
 	}
 }
 
@@ -394,12 +400,18 @@ func (d *decider) unconfined(detail string) {
 	d.add(RefuseUnconfinedExecution, string(RefuseUnconfinedExecution), detail, false)
 }
 
-func (d *decider) provider() {
-	e := &d.in.Effect
-	if g := e.Grounding; g != nil && len(g.Failures) > 0 {
+// ungrounded records the failures of the grounding rule that checked a
+// provider or MCP tool call.
+func (d *decider) ungrounded() {
+	if g := d.in.Effect.Grounding; g != nil && len(g.Failures) > 0 {
 		d.add(RefuseUngrounded, "grounding:"+g.Rule,
 			fmt.Sprintf("The values this call sends are not grounded in the records read in this workflow (rule %q): %s.", g.Rule, strings.Join(g.Failures, "; ")), false)
 	}
+}
+
+func (d *decider) provider() {
+	e := &d.in.Effect
+	d.ungrounded()
 	mut := isMutating(d.method)
 	if mut && (e.Atom == "" || e.Declared == "") {
 		if name := d.allowRule(&d.p.rules, false); name != "" {

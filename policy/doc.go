@@ -38,8 +38,9 @@
 //     outside-mandate finding: the mandate has expired (Now is at or after a
 //     non-zero ExpiresAt, or Now is zero and the mandate has an expiry, which
 //     cannot be checked and so counts as expired); Systems is not empty and
-//     lacks the effect's system (Effect.Provider for a provider call, else
-//     the sink's name, e.g. "output"); Effects is not empty and lacks the
+//     lacks the effect's system (Effect.Provider for a provider call and
+//     for an MCP tool call, where it is the upstream server's name, else the
+//     sink's name, e.g. "output"); Effects is not empty and lacks the
 //     effect's class; Scopes is not empty and lacks a scope the effect
 //     requires (step 2).
 //  2. Scopes (the rules file's scopes.require; enforced in report and
@@ -95,6 +96,12 @@
 // or OPTIONS (or that carries a body, Values[BrowserBodyBytes]), to a Host
 // other than PageHost (compared ignoring case; an empty
 // PageHost matches no host).
+//
+// MCP tool calls (sink mcp): ungrounded as for provider calls, when the
+// grounding rule that matched the call has failures; tool-changed when Effect.Unpinned is set, the
+// upstream tool's name, description or schemas differing from its pin (or
+// never pinned). It is enforced in report mode too: what a tool does must
+// not change under the operator, whatever the mode.
 //
 // Rule is the refusal's own name for built-ins, "mandate", "mandate.<field>"
 // for the mandate, "scope:<scope>" for scopes, "policy" or "mode" for an

@@ -30,6 +30,10 @@ const (
 	SinkOutput    Sink = "output"
 	SinkProvider  Sink = "provider"
 	SinkBrowser   Sink = "browser"
+	// SinkMCP is a tool call forwarded to an upstream MCP server; its
+	// Provider is the server's name (the mandate's system), Target and Tool
+	// "<server>/<tool>".
+	SinkMCP Sink = "mcp"
 )
 
 // Origin says where the code proposing an effect came from.
@@ -78,6 +82,10 @@ const (
 	RefuseToolNotAllowed       Refusal = "tool-not-allowed"
 	RefuseToolBlocked          Refusal = "tool-blocked"
 	RefuseDelegationNotAllowed Refusal = "delegation-not-allowed"
+	// RefuseToolChanged: an upstream MCP tool whose name, description or
+	// schemas differ from what was pinned when it was catalogued (or that
+	// was never pinned). Enforced in report mode too.
+	RefuseToolChanged Refusal = "tool-changed"
 
 	// The policy itself could not be used: enforced in report and strict.
 	RefusePolicyUnreadable Refusal = "policy-unreadable"
@@ -168,6 +176,10 @@ type Effect struct {
 	// provider call sends, checked by the broker against the records it
 	// read before Decide; nil when no rule applies.
 	Grounding *Grounding
+
+	// Unpinned is, for an MCP tool call, why the upstream tool does not
+	// match its pin (changed, or never pinned); "" when it does.
+	Unpinned string
 
 	// Values are the request's named values that scope limits are checked
 	// against (amount, count), as decimal strings.

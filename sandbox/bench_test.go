@@ -40,6 +40,23 @@ func BenchmarkStart(b *testing.B) {
 			})
 		}
 	})
+	b.Run("host", func(b *testing.B) { // RunHost: a leased uid, its own pid namespace and /proc
+		sb, rep := sandbox.Detect(context.Background(), testConfig(sandbox.TierUnconfined))
+		if !rep.Host.SeparateUID {
+			b.Skipf("host commands cannot switch uids here: %s", rep.Host.Err)
+		}
+		for _, p := range programs {
+			b.Run(p.name, func(b *testing.B) {
+				median(b, func() error {
+					res, err := sb.RunHost(context.Background(), sandbox.Spec{Argv: p.argv})
+					if err == nil && res.ExitCode != 0 {
+						b.Fatalf("exit %d: %s", res.ExitCode, res.Stderr)
+					}
+					return err
+				})
+			})
+		}
+	})
 	for _, tier := range append(confinedTiers, sandbox.TierUnconfined) {
 		b.Run(string(tier), func(b *testing.B) {
 			sb, rep := sandbox.Detect(context.Background(), testConfig(tier))

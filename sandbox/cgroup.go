@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // cgroupParent returns the cgroup v1 pids folder runs get their cgroups in, creating it, or "" when the
@@ -32,6 +34,11 @@ func cgroupParent(root string, log *slog.Logger) string {
 	dir := filepath.Join(root, "gatehouse-sandbox")
 	if err := os.Mkdir(dir, 0o755); err != nil && !os.IsExist(err) {
 		log.Debug("sandbox: cgroup v1 pids not usable", "dir", dir, "err", err)
+		return ""
+	}
+	// Made by root earlier, it exists but is not ours to make cgroups in.
+	if err := unix.Access(dir, unix.W_OK|unix.X_OK); err != nil {
+		log.Debug("sandbox: cgroup v1 pids not writable", "dir", dir, "err", err)
 		return ""
 	}
 	return dir

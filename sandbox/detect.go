@@ -3,6 +3,7 @@ package sandbox
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -10,22 +11,30 @@ import (
 	"io"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 )
 
 // probeExe is the name of the probe binary in the self-test workspace.
 const probeExe = ".gatehouse-probe"
 
-// Detect self-tests each configured tier in order and returns a Sandbox using the first one every probe proved
-// confined, else an unconfined one. It never fails: a tier that cannot start is reported with its error and
-// skipped. The self-test runs once per call; keep the Sandbox (it caches the result) rather than calling
-// Detect per run. An unknown tier is reported as an error entry.
+// Detect self-tests how programs run outside any tier (Report.Host: the uid switch and the process view of
+// RunHost and the unconfined tier), then each configured tier in order, and returns a Sandbox using the first
+// tier every probe proved confined, else an unconfined one. It never fails: a tier that cannot start is
+// reported with its error and skipped. The self-test runs once per call; keep the Sandbox (it caches the
+// result) rather than calling Detect per run. An unknown tier is reported as an error entry.
 func Detect(ctx context.Context, cfg Config) (*Sandbox, *Report) {
 	cfg = cfg.withDefaults()
 	rep := &Report{Chosen: TierUnconfined}
+	var ownPID bool
+	rep.Host, ownPID = selfTestHost(ctx, cfg)
+	cfg.Logger.Info("sandbox: host self-test", "uids", rep.Host.UIDs, "separate_uid", rep.Host.SeparateUID, "own_pid", rep.Host.OwnPID, "error", rep.Host.Err)
 	chosen := Tier("")
 	for _, t := range cfg.Tiers {
 		tr := TierReport{Tier: t}
@@ -34,7 +43,7 @@ func Detect(ctx context.Context, cfg Config) (*Sandbox, *Report) {
 			rep.Tiers = append(rep.Tiers, tr)
 			continue
 		}
-		tr = selfTest(ctx, cfg, t)
+		tr = selfTest(ctx, cfg, t, ownPID)
 		cfg.Logger.Info("sandbox: self-test", "tier", t, "confined", tr.Confined, "error", tr.Err)
 		rep.Tiers = append(rep.Tiers, tr)
 		if tr.Confined {
@@ -50,59 +59,167 @@ func Detect(ctx context.Context, cfg Config) (*Sandbox, *Report) {
 	if !rep.Confined {
 		cfg.Logger.Warn("sandbox: no tier proved confined; programs run unconfined")
 	}
-	return newSandbox(cfg, chosen, rep.Confined, rep), rep
+	if !rep.Host.SeparateUID {
+		cfg.Logger.Warn("sandbox: host commands and unconfined programs would run as this process's own user and could read its keys", "why", rep.Host.Err)
+	}
+	sb := newSandbox(cfg, chosen, rep.Confined, rep)
+	sb.ownPID, sb.separate = ownPID, rep.Host.SeparateUID
+	return sb, rep
 }
 
-// selfTest runs the probe inside tier t against real host listeners and a real canary folder.
-func selfTest(ctx context.Context, cfg Config, t Tier) TierReport {
-	tr := TierReport{Tier: t}
-	fail := func(err error) TierReport { tr.Err = err.Error(); return tr }
+// Probes every confining tier must pass; own-uid is only reported (a tier started by a broker that is not root
+// runs the program as the broker's uid, inside the tier, which keeps the broker's files out of its view).
+var allProbes = []string{ProbeLoopback, ProbeUDP, ProbeUnix, ProbeWriteOutside, ProbeReadOutside, ProbeCaps,
+	ProbeUserns, ProbeRemount, ProbeWorkspace, ProbeCanary, ProbeNoNewPrivs, ProbeBrokerFiles, ProbeSignalBroker,
+	ProbeSignalHost, ProbePtraceHost, ProbeProcHidden}
 
-	if err := os.MkdirAll(cfg.WorkRoot, 0o711); err != nil {
-		return fail(fmt.Errorf("%w: %v", ErrWorkspace, err))
+// Probes of the host self-test: separateProbes decide HostReport.SeparateUID, ownPIDProbes HostReport.OwnPID.
+var (
+	separateProbes = []string{ProbeOwnUID, ProbeCaps, ProbeNoNewPrivs, ProbeBrokerFiles, ProbeSignalBroker}
+	ownPIDProbes   = []string{ProbeProcHidden, ProbeSignalHost, ProbePtraceHost}
+)
+
+// selfTest runs the probe inside tier t against real host listeners, a real canary folder and a real host
+// process of the run's own uid.
+func selfTest(ctx context.Context, cfg Config, t Tier, ownPID bool) TierReport {
+	tr := TierReport{Tier: t}
+	s := newSandbox(cfg, t, false, nil)
+	s.ownPID = ownPID
+	probes, err := s.probe(ctx, modeOf(t), t)
+	if err != nil {
+		tr.Err = err.Error()
+		return tr
+	}
+	tr.Probes = probes
+	tr.Confined = t.Confining() && holds(probes, allProbes)
+	return tr
+}
+
+// selfTestHost runs the probe the way RunHost runs a command, in pid and mount namespaces of its own first and,
+// should those not start, without. It returns the report and whether the namespaces are used.
+func selfTestHost(ctx context.Context, cfg Config) (HostReport, bool) {
+	hr := HostReport{UIDs: cfg.uidRange()}
+	s := newSandbox(cfg, TierUnconfined, false, nil)
+	s.ownPID = true
+	probes, err := s.probe(ctx, modePlain, TierUnconfined)
+	if err != nil {
+		s.ownPID = false
+		probes, err = s.probe(ctx, modePlain, TierUnconfined)
+	}
+	if err != nil {
+		hr.Err = err.Error()
+		return hr, false
+	}
+	for _, p := range probes {
+		if slices.Contains(separateProbes, p.Name) || slices.Contains(ownPIDProbes, p.Name) {
+			hr.Probes = append(hr.Probes, p)
+		}
+	}
+	hr.SeparateUID = s.id.switchUID && holds(probes, separateProbes)
+	hr.OwnPID = s.ownPID && holds(probes, ownPIDProbes)
+	switch {
+	case !s.id.switchUID:
+		hr.Err = s.id.why
+	case !hr.SeparateUID:
+		hr.Err = "the uid switch did not hold (see the probes)"
+	}
+	if s.id.switchUID && !s.id.pool.exclusive() {
+		cfg.Logger.Warn("sandbox: every run shares one uid, so concurrent runs outside a pid namespace can reach each other's files and processes; give a range", "uid", cfg.UID)
+	}
+	return hr, s.ownPID
+}
+
+// holds reports whether every probe named in want is present and contained.
+func holds(probes []Probe, want []string) bool {
+	for _, name := range want {
+		ok := false
+		for _, p := range probes {
+			if p.Name == name {
+				ok = p.Contained
+				break
+			}
+		}
+		if !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// probe runs this binary's probe (HelperArg "probe", copied into the workspace) in mode with everything the
+// probes try to reach set up on the host, checks on the host what reached it, and returns every probe.
+func (s *Sandbox) probe(ctx context.Context, mode string, t Tier) ([]Probe, error) {
+	cfg := s.cfg
+	if err := makeWorkRoot(cfg.WorkRoot); err != nil {
+		return nil, err
 	}
 	outside, err := os.MkdirTemp(cfg.WorkRoot, "probe-outside-")
 	if err != nil {
-		return fail(fmt.Errorf("%w: %v", ErrWorkspace, err))
+		return nil, fmt.Errorf("%w: %v", ErrWorkspace, err)
 	}
 	defer os.RemoveAll(outside)
 	// Open to everyone, so only confinement (not file modes) can stop the probe.
 	os.Chmod(outside, 0o777)
-	var nonce [8]byte
-	rand.Read(nonce[:])
 	secret := filepath.Join(outside, "secret")
-	canary := filepath.Join(outside, "canary-"+hex.EncodeToString(nonce[:]))
+	canary := filepath.Join(outside, "canary-"+randomHex())
 	if err := os.WriteFile(secret, []byte("gatehouse secret"), 0o644); err != nil {
-		return fail(err)
+		return nil, err
+	}
+	// The broker's own files, as DATA_DIR holds them: only the uid keeps the program out.
+	privDir := filepath.Join(outside, "broker")
+	private := filepath.Join(privDir, "key")
+	if err := os.Mkdir(privDir, 0o755); err != nil {
+		return nil, err
+	}
+	os.Chmod(privDir, 0o755)
+	if err := os.WriteFile(private, []byte("gatehouse private key"), 0o600); err != nil {
+		return nil, err
 	}
 
 	l := &listeners{}
 	if err := l.start(filepath.Join(outside, "sock")); err != nil {
-		return fail(err)
+		return nil, err
 	}
 	defer l.stop()
 
+	ls, err := s.lease(ctx)
+	if err != nil {
+		return nil, err
+	}
+	host, err := startHostProcess(ls, s.id.switchUID)
+	if err != nil {
+		ls.release(false)
+		return nil, fmt.Errorf("%w: host process for the probe: %v", ErrStart, err)
+	}
+	hostAlive := true
+	defer func() {
+		if hostAlive {
+			host.stop()
+		}
+		ls.release(false)
+	}()
+
 	ws, err := os.MkdirTemp(cfg.WorkRoot, "probe-ws-")
 	if err != nil {
-		return fail(fmt.Errorf("%w: %v", ErrWorkspace, err))
+		return nil, fmt.Errorf("%w: %v", ErrWorkspace, err)
 	}
 	defer os.RemoveAll(ws)
-	if err := chownTree(ws, cfg.UID, cfg.GID); err != nil {
-		return fail(fmt.Errorf("%w: %v", ErrWorkspace, err))
-	}
-	os.Chmod(ws, 0o700)
 	if err := placeProbe(cfg.Helper[0], filepath.Join(ws, probeExe)); err != nil {
-		return fail(fmt.Errorf("%w: probe binary: %v", ErrStart, err))
+		return nil, fmt.Errorf("%w: probe binary: %v", ErrStart, err)
+	}
+	if err := os.WriteFile(filepath.Join(ws, probeMarkFile), []byte(host.mark), 0o600); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrWorkspace, err)
 	}
 	exe := filepath.Join(ws, probeExe)
-	if t == TierBwrap || t == TierNamespaces {
+	if mode == modeBwrap || mode == modeNamespaces {
 		exe = "/work/" + probeExe
 	}
+	cmdline, _ := os.ReadFile("/proc/self/cmdline")
+	sum := sha256.Sum256(cmdline)
 
-	s := newSandbox(cfg, t, false, nil)
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	res, err := s.Run(ctx, Spec{
+	res, err := s.run(ctx, Spec{
 		Argv: []string{exe, HelperArg, "probe"},
 		Env: []string{
 			envProbeTCP + "=" + l.tcp.Addr().String(),
@@ -110,19 +227,26 @@ func selfTest(ctx context.Context, cfg Config, t Tier) TierReport {
 			envProbeUnix + "=" + l.unixPath,
 			envProbeRead + "=" + secret,
 			envProbeCanary + "=" + canary,
+			envProbePrivate + "=" + private,
+			envProbeBroker + "=" + fmt.Sprintf("%d:%d:%s", os.Getpid(), os.Getuid(), hex.EncodeToString(sum[:])),
+			envProbeHostPID + "=" + strconv.Itoa(host.cmd.Process.Pid),
 		},
 		Workspace: ws,
 		// The probe is a Go binary: its runtime reserves far more address space than the default RLIMIT_AS.
 		Limits: Limits{Wall: 20 * time.Second, Memory: 16 << 30},
-	})
+	}, mode, t, false, ls)
 	if err != nil {
-		return fail(err)
+		return nil, err
 	}
 	var probes []Probe
 	if err := json.Unmarshal(res.Stdout, &probes); err != nil || len(probes) == 0 {
-		return fail(fmt.Errorf("%w: probe output unreadable (exit %d %s %s): %q", ErrStart, res.ExitCode, res.Signal, res.Killed, excerpt(append(res.Stdout, res.Stderr...))))
+		return nil, fmt.Errorf("%w: probe output unreadable (exit %d %s %s): %q", ErrStart, res.ExitCode, res.Signal, res.Killed, excerpt(append(res.Stdout, res.Stderr...)))
 	}
 	l.stop()
+	hostAlive = false
+	if err := host.stop(); err != nil {
+		mark(probes, ProbeSignalHost, "; "+err.Error())
+	}
 	for i := range probes {
 		switch probes[i].Name {
 		case ProbeLoopback:
@@ -141,33 +265,86 @@ func selfTest(ctx context.Context, cfg Config, t Tier) TierReport {
 			}
 		}
 	}
+	if _, err := os.Lstat(filepath.Join(privDir, "planted")); err == nil {
+		mark(probes, ProbeBrokerFiles, "; the host found the planted file")
+	}
 	if _, err := os.Lstat(canary); errors.Is(err, os.ErrNotExist) {
 		probes = append(probes, Probe{Name: ProbeCanary, Contained: true, Detail: "no canary outside the workspace"})
 	} else {
 		probes = append(probes, Probe{Name: ProbeCanary, Contained: false, Detail: "canary found at " + canary})
 	}
-	wrote := false
-	for _, f := range res.Files {
-		wrote = wrote || f.Path == "probe-workspace"
-	}
-	if !wrote {
-		for i := range probes {
-			if probes[i].Name == ProbeWorkspace {
-				probes[i].Contained = false
-				probes[i].Detail += "; the host did not find the file"
+	if fi, err := os.Lstat(filepath.Join(ws, "probe-workspace")); err != nil {
+		mark(probes, ProbeWorkspace, "; the host did not find the file")
+		mark(probes, ProbeOwnUID, "; the host found no file of the probe's")
+	} else if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		detail := fmt.Sprintf("; its file is %d:%d on the host (the run's: %d:%d, the broker's uid %d)", st.Uid, st.Gid, ls.uid, ls.gid, os.Getuid())
+		if int(st.Uid) != ls.uid || int(st.Gid) != ls.gid || int(st.Uid) == os.Getuid() {
+			mark(probes, ProbeOwnUID, detail)
+		} else {
+			for i := range probes {
+				if probes[i].Name == ProbeOwnUID {
+					probes[i].Detail += detail
+				}
 			}
 		}
 	}
-	tr.Probes = probes
-	tr.Confined = t.Confining() && len(probes) == len(allProbes)
-	for _, p := range probes {
-		tr.Confined = tr.Confined && p.Contained
-	}
-	return tr
+	return probes, nil
 }
 
-var allProbes = []string{ProbeLoopback, ProbeUDP, ProbeUnix, ProbeWriteOutside, ProbeReadOutside, ProbeCaps,
-	ProbeUserns, ProbeRemount, ProbeWorkspace, ProbeCanary}
+// mark sets the named probe not contained, adding detail.
+func mark(probes []Probe, name, detail string) {
+	for i := range probes {
+		if probes[i].Name == name {
+			probes[i].Contained = false
+			probes[i].Detail += detail
+		}
+	}
+}
+
+func randomHex() string {
+	var b [8]byte
+	rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// hostProcess is a process of the run's uid on the host, outside every tier, with a mark in its command line
+// and its environment: the probe must neither see, signal nor trace it.
+type hostProcess struct {
+	cmd  *exec.Cmd
+	mark string
+}
+
+func startHostProcess(ls *lease, asLease bool) (*hostProcess, error) {
+	var b [6]byte
+	rand.Read(b[:])
+	mark := fmt.Sprintf("%d", uint64(b[0])<<40|uint64(b[1])<<32|uint64(b[2])<<24|uint64(b[3])<<16|uint64(b[4])<<8|uint64(b[5]))
+	cmd := exec.Command("/bin/sleep", "86400."+mark)
+	cmd.Env = []string{"GATEHOUSE_HOST_MARK=" + mark}
+	cmd.Dir = "/"
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if asLease {
+		cmd.SysProcAttr.Credential = &syscall.Credential{Uid: uint32(ls.uid), Gid: uint32(ls.gid), Groups: []uint32{}}
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	return &hostProcess{cmd: cmd, mark: mark}, nil
+}
+
+// stop kills the process and reports an error when it was no longer running (the probe ended it).
+func (h *hostProcess) stop() error {
+	alive := h.cmd.Process.Signal(syscall.Signal(0)) == nil
+	var ws syscall.WaitStatus
+	if pid, _ := syscall.Wait4(h.cmd.Process.Pid, &ws, syscall.WNOHANG, nil); pid == h.cmd.Process.Pid {
+		alive = false
+	}
+	h.cmd.Process.Kill()
+	h.cmd.Wait()
+	if !alive {
+		return errors.New("the host process had been ended")
+	}
+	return nil
+}
 
 // placeProbe copies the helper binary into the workspace (a hard link would be chowned to the sandbox uid
 // along with the workspace, and so would the original).

@@ -21,10 +21,17 @@ import (
 	"github.com/gatehouse/gatehouse/sandbox"
 )
 
-// sandboxUID is the uid these tests' sandboxes run as: not 65534, which
+// These tests' sandboxes run as uids firstUID..firstUID+uidCount-1, one
+// per run: outside the default range (sandbox.DefaultFirstUID...) that
 // other packages' tests use at the same time under go test ./..., so a
-// process of this uid left behind can only be one of ours.
-const sandboxUID = 64999
+// process of these uids left behind can only be one of ours. sharedUID,
+// just below, is the one uid of the sandboxes whose every run shares it
+// (TestEscapeSignalHost's victim runs as it).
+const (
+	firstUID  = 64936
+	uidCount  = 64
+	sharedUID = firstUID - 1
+)
 
 // outsideDir makes a host folder anyone may write, so only confinement stops the program.
 func outsideDir(t *testing.T) string {
@@ -217,10 +224,10 @@ exit 0`, marker, marker)}})
 }
 
 func TestEscapeSignalHost(t *testing.T) {
-	eachTier(t, func(t *testing.T, sb *sandbox.Sandbox) {
+	eachSharedTier(t, func(t *testing.T, sb *sandbox.Sandbox) {
 		// A host process of the sandbox's own uid: file modes would let the signal through, only confinement stops it.
 		victim := exec.Command("/bin/sleep", "60")
-		victim.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: sandboxUID, Gid: sandboxUID}}
+		victim.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: sharedUID, Gid: sharedUID}}
 		if err := victim.Start(); err != nil {
 			t.Fatal(err)
 		}
@@ -238,8 +245,9 @@ func TestEscapeSignalHost(t *testing.T) {
 	})
 }
 
-// processesOf lists the host processes of uid, except the given pids.
-func processesOf(uid int, except ...int) []string {
+// processesOf lists the host processes of the test uids (sharedUID and the
+// range), except the given pids.
+func processesOf(except ...int) []string {
 	var out []string
 	ents, _ := os.ReadDir("/proc")
 next:
@@ -260,8 +268,10 @@ next:
 		mine, state := false, ""
 		for _, line := range strings.Split(string(st), "\n") {
 			f := strings.Fields(line)
-			if len(f) >= 2 && f[0] == "Uid:" && f[1] == strconv.Itoa(uid) {
-				mine = true
+			if len(f) >= 2 && f[0] == "Uid:" {
+				if uid, err := strconv.Atoi(f[1]); err == nil && uid >= sharedUID && uid < firstUID+uidCount {
+					mine = true
+				}
 			}
 			if len(f) >= 2 && f[0] == "State:" {
 				state = f[1]
@@ -276,13 +286,14 @@ next:
 	return out
 }
 
-// leftover returns the processes of uid still there after a short grace:
-// a SIGKILLed process takes a moment to be torn down, and the promise is
-// that nothing survives, not that it vanishes in the same instant.
-func leftover(uid int) []string {
+// leftover returns the processes of the test uids still there after a
+// short grace: a SIGKILLed process takes a moment to be torn down, and the
+// promise is that nothing survives, not that it vanishes in the same
+// instant.
+func leftover() []string {
 	deadline := time.Now().Add(2 * time.Second)
 	for {
-		left := processesOf(uid)
+		left := processesOf()
 		if len(left) == 0 || time.Now().After(deadline) {
 			return left
 		}
@@ -303,7 +314,7 @@ func TestEscapeForkBomb(t *testing.T) {
 		if d := time.Since(start); d > 12*time.Second {
 			t.Fatalf("the run took %v", d)
 		}
-		if left := leftover(sandboxUID); len(left) > 0 {
+		if left := leftover(); len(left) > 0 {
 			t.Fatalf("processes left after the fork bomb: %v", left)
 		}
 		// The host is still healthy: it can start a process at once.
@@ -324,7 +335,7 @@ func TestEscapeSetsidGrandchild(t *testing.T) {
 		if res.Duration > 10*time.Second {
 			t.Fatalf("Run waited %v for the grandchild", res.Duration)
 		}
-		if left := leftover(sandboxUID); len(left) > 0 {
+		if left := leftover(); len(left) > 0 {
 			t.Fatalf("the setsid grandchild outlived the run: %v", left)
 		}
 		if procs := findCmdline(mark); len(procs) > 0 {
@@ -383,6 +394,56 @@ func TestEscapeNestedUserns(t *testing.T) {
 		res := run(t, sb, sandbox.Spec{Argv: []string{"/bin/sh", "-c", "unshare -U -r id && echo NESTED; exit 0"}})
 		if bytes.Contains(res.Stdout, []byte("NESTED")) {
 			t.Fatalf("created a nested user namespace")
+		}
+	})
+}
+
+// TestEscapeSeeHostProcesses: in every tier the program sees no host
+// process, not even one of its own uid (file modes would show that one's
+// environment): /proc lists none, their command lines and environments
+// cannot be read by pid either, the broker's command line neither, and
+// /sys does not list the runs' cgroups.
+func TestEscapeSeeHostProcesses(t *testing.T) {
+	eachSharedTier(t, func(t *testing.T, sb *sandbox.Sandbox) {
+		mark := strconv.Itoa(int(time.Now().UnixNano() % 1e9))
+		victim := exec.Command("/bin/sleep", "60."+mark)
+		victim.Env = []string{"VICTIM_MARK=" + mark}
+		victim.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: sharedUID, Gid: sharedUID}}
+		if err := victim.Start(); err != nil {
+			t.Fatal(err)
+		}
+		defer func() { victim.Process.Kill(); victim.Wait() }()
+		v, me := victim.Process.Pid, os.Getpid()
+		res := run(t, sb, sandbox.Spec{Argv: py(fmt.Sprintf(`
+import os
+seen = []
+try:
+    pids = [p for p in os.listdir('/proc') if p.isdigit()]
+    print('listed', len(pids))
+except OSError as e:
+    pids = []
+    print('listing refused', e)
+for p in pids + ['%d', '%d']:
+    for f in ('cmdline', 'environ', 'status'):
+        try:
+            seen.append(open('/proc/%%s/%%s' %% (p, f), 'rb').read().replace(b'\0', b' ').decode(errors='replace'))
+        except OSError:
+            pass
+for d in ('/sys/fs/cgroup/pids/gatehouse-sandbox', '/sys/fs/cgroup'):
+    try:
+        seen.append(' '.join(os.listdir(d)))
+    except OSError:
+        pass
+print('\n'.join(seen))
+`, v, me))})
+		out := string(res.Stdout)
+		if res.ExitCode != 0 {
+			t.Fatalf("the program failed: %s", res.Stderr)
+		}
+		for _, leak := range []string{mark, filepath.Base(os.Args[0]), "run-"} {
+			if strings.Contains(out, leak) {
+				t.Errorf("the program saw %q of a host process or cgroup:\n%s", leak, clip(res.Stdout))
+			}
 		}
 	})
 }

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"sort"
 	"strconv"
 	"strings"
 	"syscall"
@@ -22,10 +23,10 @@ const HelperArg = "__gatehouse-sandbox-helper"
 // this package. When os.Args say this process is the helper (or the self-test probe) it does that work and
 // exits; otherwise it returns at once.
 //
-// The helper is started by Run as root (or as root of a fresh user namespace in the namespaces tier), reads
-// its config from fd 3, arranges the program's descriptors (arrangeFDs), sets the tier up, writes "ok" on its
-// status fd (close-on-exec) and execs the program — or, in the bubblewrap tier, bwrap, after switching to the
-// sandbox uid.
+// The helper is started by Run and RunHost as this process's user (root, or root of a fresh user namespace in
+// the namespaces tier), reads its config from fd 3, arranges the program's descriptors (arrangeFDs), sets the
+// tier up, becomes the run's uid (becomeUser, where uids are switched), writes "ok" on its status fd
+// (close-on-exec) and execs the program — or, in the bubblewrap tier, bwrap.
 func MaybeHelper() {
 	if len(os.Args) < 3 || os.Args[1] != HelperArg {
 		return
@@ -94,6 +95,9 @@ func helperRun() {
 	if err != nil {
 		h.fail("%v", err)
 	}
+	// What the program creates is its uid's alone unless it says otherwise: a file a host command leaves in
+	// the host's /tmp or /dev/shm is not readable by the next run's uid.
+	unix.Umask(0o077)
 	h = helperFailure{status}
 	if len(hc.Argv) == 0 {
 		h.fail("empty argv")
@@ -110,19 +114,6 @@ func helperRun() {
 	default:
 		h.fail("unknown mode %q", hc.Mode)
 	}
-}
-
-func dropIDs(uid, gid int) error {
-	if err := syscall.Setgroups([]int{}); err != nil {
-		return fmt.Errorf("setgroups: %w", err)
-	}
-	if err := syscall.Setresgid(gid, gid, gid); err != nil {
-		return fmt.Errorf("setresgid: %w", err)
-	}
-	if err := syscall.Setresuid(uid, uid, uid); err != nil {
-		return fmt.Errorf("setresuid: %w", err)
-	}
-	return nil
 }
 
 // arrangeFDs leaves the program exactly stdin, stdout and stderr and, with a gateway, the gateway's two pipes
@@ -243,20 +234,89 @@ func rawFail(status int, prefix []byte, e syscall.Errno, newline []byte) {
 	unix.RawSyscall(unix.SYS_EXIT_GROUP, 125, 0, 0)
 }
 
+// helperPlain runs host commands and unconfined code: the host's files and network, as the run's uid. With
+// OwnPID it is pid 1 of fresh pid and mount namespaces (cloned by the host) and mounts a /proc of that pid
+// namespace over the host's, so the program sees no other process (not the broker's command line, not another
+// run), cannot name one to signal or ptrace, and its exit ends its whole tree. Without Drop (this process is
+// not root) the program keeps the broker's own ids. Either way no_new_privs is set, so no setuid or
+// file-capability binary raises its privileges.
 func helperPlain(h helperFailure, hc *helperConfig) {
+	if hc.OwnPID {
+		if err := ownProc(); err != nil {
+			h.fail("%v", err)
+		}
+	}
 	if err := os.Chdir(hc.Dir); err != nil {
 		h.fail("chdir: %v", err)
 	}
 	argv0 := lookPath(hc.Argv[0], hc.Env)
 	if hc.Drop {
-		if err := dropIDs(hc.UID, hc.GID); err != nil {
+		if err := becomeUser(hc.UID, hc.GID); err != nil {
 			h.fail("%v", err)
 		}
-		if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
-			h.fail("no_new_privs: %v", err)
-		}
+	}
+	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+		h.fail("no_new_privs: %v", err)
 	}
 	execProgram(h, argv0, hc.Argv, hc.Env, hc.Rlimits)
+}
+
+// ownProc replaces, in this (fresh, private) mount namespace, the host's /proc and everything mounted under
+// it with a proc of this process's pid namespace, and detaches every other proc mount of the host's (a
+// container's or a chroot's), which would show the host's processes.
+func ownProc() error {
+	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
+		return fmt.Errorf("make / private: %w", err)
+	}
+	mounts, err := procMounts()
+	if err != nil {
+		return err
+	}
+	for _, m := range mounts {
+		if err := unix.Unmount(m, unix.MNT_DETACH); err != nil && m == "/proc" {
+			return fmt.Errorf("detach the host's /proc: %w", err)
+		}
+	}
+	if err := unix.Mount("proc", "/proc", "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
+		return fmt.Errorf("mount /proc: %w", err)
+	}
+	return nil
+}
+
+// procMounts lists the mount points of proc file systems, deepest first.
+func procMounts() ([]string, error) {
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return nil, fmt.Errorf("reading mounts: %w", err)
+	}
+	var out []string
+	for _, line := range strings.Split(string(b), "\n") {
+		// id parent major:minor root mountpoint options [optional...] - fstype source super-options
+		f := strings.Fields(line)
+		for i := range f {
+			if f[i] == "-" && i+1 < len(f) && len(f) > 4 && f[i+1] == "proc" {
+				out = append(out, unescapeMount(f[4]))
+			}
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return len(out[i]) > len(out[j]) })
+	return out, nil
+}
+
+// unescapeMount undoes mountinfo's octal escapes (\040 for a space, ...).
+func unescapeMount(s string) string {
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+3 < len(s) {
+			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
+				b.WriteByte(byte(n))
+				i += 3
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
 }
 
 func helperBwrap(h helperFailure, hc *helperConfig) {
@@ -273,8 +333,10 @@ func helperBwrap(h helperFailure, hc *helperConfig) {
 		h.fail("seccomp pipe: %v", err)
 	}
 	unix.Close(p[1])
-	if err := dropIDs(hc.UID, hc.GID); err != nil {
-		h.fail("%v", err)
+	if hc.Drop {
+		if err := becomeUser(hc.UID, hc.GID); err != nil {
+			h.fail("%v", err)
+		}
 	}
 	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
 		h.fail("no_new_privs: %v", err)

@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"fmt"
 	"os"
 
 	"github.com/landlock-lsm/go-landlock/landlock"
@@ -27,6 +28,37 @@ func LandlockABI() int {
 	return v
 }
 
+// procSelf are the entries of a process's own /proc/<pid> the landlock tier lets the program read; procHost the
+// host-wide files it may read, none of which names a process. Nothing else of /proc is readable or listable, so
+// the program sees no other process: not their list, command lines, environments or status, and neither
+// /proc/<pid>/net (the host's sockets) nor mountinfo. Landlock grants by inode: the rules name the helper's own
+// entries (the program keeps its pid across exec), so a child the program forks cannot read its own
+// /proc/self, and an entry the kernel drops from its cache and makes anew becomes unreadable: both fail
+// closed. /sys is not readable either, but for the two CPU lists libc reads to count CPUs.
+var (
+	procSelf = []string{"status", "stat", "statm", "cmdline", "limits", "auxv", "uid_map", "gid_map"}
+	procHost = []string{"/proc/cpuinfo", "/proc/meminfo", "/sys/devices/system/cpu/online", "/sys/devices/system/cpu/possible"}
+)
+
+func procFiles(pid int) []string {
+	var out []string
+	for _, f := range procSelf {
+		out = append(out, fmt.Sprintf("/proc/%d/%s", pid, f))
+	}
+	return existing(append(out, procHost...)...)
+}
+
+// existing keeps the paths that exist (a Landlock rule on a missing path fails the whole ruleset).
+func existing(paths ...string) []string {
+	var out []string
+	for _, p := range paths {
+		if _, err := os.Stat(p); err == nil {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
 func helperLandlock(h helperFailure, hc *helperConfig) {
 	abi := LandlockABI()
 	if abi < minLandlockABI {
@@ -45,8 +77,10 @@ func helperLandlock(h helperFailure, hc *helperConfig) {
 		h.fail("chdir: %v", err)
 	}
 	argv0 := lookPath(hc.Argv[0], hc.Env)
-	if err := dropIDs(hc.UID, hc.GID); err != nil {
-		h.fail("%v", err)
+	if hc.Drop {
+		if err := becomeUser(hc.UID, hc.GID); err != nil {
+			h.fail("%v", err)
+		}
 	}
 	ws := landlock.RWDirs(hc.Dir).WithRefer()
 	if abi >= 9 {
@@ -66,7 +100,8 @@ func helperLandlock(h helperFailure, hc *helperConfig) {
 	// No network rules: with the preset's TCP rights handled, every TCP bind and connect is refused.
 	fd, flags, err := cfg.NewRulesetFD(
 		landlock.RODirs("/usr"),
-		landlock.RODirs("/proc"),
+		landlock.ROFiles(procFiles(os.Getpid())...),
+		landlock.RODirs(existing(fmt.Sprintf("/proc/%d/fd", os.Getpid()))...),
 		landlock.ROFiles(etc...),
 		landlock.RWFiles(dev...),
 		ws,

@@ -34,7 +34,8 @@ type helperConfig struct {
 	Dir     string   `json:"dir"` // host workspace
 	UID     int      `json:"uid"`
 	GID     int      `json:"gid"`
-	Drop    bool     `json:"drop"` // switch to UID/GID (all modes but RunHost)
+	Drop    bool     `json:"drop"`    // switch to UID/GID (root only; else the program keeps this process's ids)
+	OwnPID  bool     `json:"own_pid"` // plain mode: the helper is pid 1 of fresh pid and mount namespaces
 	Rlimits []rlimit `json:"rlimits"`
 	TmpSize int64    `json:"tmp_size"`
 	Bwrap   string   `json:"bwrap,omitempty"`
@@ -82,7 +83,9 @@ func (c *cappedBuffer) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-func (s *Sandbox) run(ctx context.Context, spec Spec, mode string, tier Tier, confined, drop bool) (*Result, error) {
+// run runs spec in mode as the lease's uid, or a uid it leases itself when ls is nil (and gives back once no
+// process of the run is left and its temporary workspace is gone).
+func (s *Sandbox) run(ctx context.Context, spec Spec, mode string, tier Tier, confined bool, ls *lease) (*Result, error) {
 	if len(spec.Argv) == 0 || spec.Argv[0] == "" {
 		return nil, fmt.Errorf("%w: empty Argv", ErrSpec)
 	}
@@ -92,30 +95,52 @@ func (s *Sandbox) run(ctx context.Context, spec Spec, mode string, tier Tier, co
 		}
 	}
 	lim := spec.Limits.withDefaults()
-	uid, gid := s.cfg.UID, s.cfg.GID
-	if !drop {
-		uid, gid = os.Getuid(), os.Getgid()
+	ownPID := mode == modePlain && s.ownPID
+	ownLease := ls == nil
+	if ownLease {
+		var err error
+		if ls, err = s.lease(ctx); err != nil {
+			return nil, err
+		}
+		// Only a run with neither a pid namespace nor a cgroup can leave a process behind (a setsid
+		// grandchild); with a uid of its own, that process is the run's and is killed before the uid is reused.
+		nsKill := mode == modeBwrap || mode == modeNamespaces || ownPID
+		defer func() {
+			if err := ls.release(s.cg == "" && !nsKill); err != nil {
+				s.log.Error("sandbox: processes left of a run's uid", "uid", ls.uid, "err", err)
+			}
+		}()
 	}
-	ws, temp, err := prepareWorkspace(s.cfg.WorkRoot, spec.Workspace, spec.Files, uid, gid, drop)
+	drop := s.id.switchUID
+	ws, temp, err := prepareWorkspace(s.cfg.WorkRoot, spec.Workspace, spec.Files, ls.uid, ls.gid, drop)
 	if err != nil {
 		return nil, err
 	}
 	if temp {
-		defer os.RemoveAll(ws)
+		defer os.RemoveAll(ws) // before the lease is given back (defers run last in, first out)
+	} else if drop && ownLease {
+		// A kept workspace goes back to this process's user, so whoever gets the uid next cannot reach it
+		// (a caller that brought its own lease keeps the folder as the program left it).
+		defer func() {
+			if err := chownTree(ws, os.Getuid(), os.Getgid()); err != nil {
+				s.log.Warn("sandbox: giving a workspace back", "dir", ws, "err", err)
+			}
+		}()
 	}
 	hc := helperConfig{
-		Mode: mode, Argv: spec.Argv, Env: spec.Env, Dir: ws, UID: uid, GID: gid, Drop: drop,
-		Rlimits: rlimitsFor(lim, s.cg == "" && uid != 0), TmpSize: lim.TmpSize, Bwrap: s.cfg.Bwrap,
+		Mode: mode, Argv: spec.Argv, Env: spec.Env, Dir: ws, UID: ls.uid, GID: ls.gid, Drop: drop, OwnPID: ownPID,
+		Rlimits: rlimitsFor(lim, s.cg == "" && ls.uid != 0), TmpSize: lim.TmpSize, Bwrap: s.cfg.Bwrap,
 		Gateway: spec.Gateway != nil,
 	}
 	if hc.Gateway {
 		hc.Env = gatewayEnv(spec.Env)
 	}
-	res, err := s.launch(ctx, hc, lim, spec.Stdin, spec.Gateway)
+	res, err := s.launch(ctx, hc, lim, stdio{in: spec.Stdin, inStream: spec.StdinStream, outStream: spec.StdoutStream}, spec.Gateway)
 	if err != nil {
 		return nil, err
 	}
 	res.Tier, res.Confined = tier, confined
+	res.UID, res.SeparateUID = ls.uid, drop
 	res.Workdir = ws
 	if mode == modeBwrap || mode == modeNamespaces {
 		res.Workdir = "/work"
@@ -131,7 +156,14 @@ func (s *Sandbox) run(ctx context.Context, spec Spec, mode string, tier Tier, co
 // launch starts the helper, places it in the run's cgroup, hands it its config and supervises the tree until
 // the program exits or a limit or ctx ends it; then it kills whatever is left of the tree. With gw it serves
 // the program's gateway until then (see gateway.serve).
-func (s *Sandbox) launch(ctx context.Context, hc helperConfig, lim Limits, stdin []byte, gw func(context.Context, []byte) []byte) (*Result, error) {
+// stdio is a run's standard input and output: stdin's bytes, or the streams of Spec.StdinStream and
+// Spec.StdoutStream.
+type stdio struct {
+	in                  []byte
+	inStream, outStream *os.File
+}
+
+func (s *Sandbox) launch(ctx context.Context, hc helperConfig, lim Limits, sio stdio, gw func(context.Context, []byte) []byte) (*Result, error) {
 	if os.Getenv(helperEnv) != "" {
 		// This process was started as a helper but MaybeHelper did not take over (a TestMain without it): starting
 		// another helper would recurse without end.
@@ -162,14 +194,23 @@ func (s *Sandbox) launch(ctx context.Context, hc helperConfig, lim Limits, stdin
 	cmd := exec.Command(s.cfg.Helper[0], append(append([]string{}, s.cfg.Helper[1:]...), "run")...)
 	cmd.Env = []string{helperEnv + "=1"}
 	cmd.Dir = "/"
-	if len(stdin) > 0 {
-		cmd.Stdin = bytes.NewReader(stdin)
+	if len(sio.in) > 0 {
+		cmd.Stdin = bytes.NewReader(sio.in)
 	}
 	cmd.Stdout, cmd.Stderr = stdout, stderr
+	if sio.inStream != nil {
+		cmd.Stdin = sio.inStream
+	}
+	if sio.outStream != nil {
+		cmd.Stdout = sio.outStream
+	}
 	cmd.ExtraFiles = []*os.File{cfgR, stW} // fdConfig, fdStatus
 	var bin *os.File                       // fdHelperBin, in the namespaces tier
 	cmd.WaitDelay = time.Second
 	attr := &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if hc.OwnPID {
+		attr.Cloneflags = syscall.CLONE_NEWPID | syscall.CLONE_NEWNS
+	}
 	if hc.Mode == modeNamespaces {
 		attr.Cloneflags = syscall.CLONE_NEWUSER | syscall.CLONE_NEWNS | syscall.CLONE_NEWPID | syscall.CLONE_NEWNET |
 			syscall.CLONE_NEWIPC | syscall.CLONE_NEWUTS | syscall.CLONE_NEWCGROUP

@@ -7,7 +7,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"os"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -214,28 +213,4 @@ func TestDetectUnknownTierAndBrokenTier(t *testing.T) {
 		t.Fatalf("tiers %+v", rep.Tiers)
 	}
 	t.Logf("errors: %q, %q", rep.Tiers[0].Err, rep.Tiers[1].Err)
-}
-
-func TestRunHost(t *testing.T) {
-	mark := "3001." + strconv.Itoa(int(time.Now().UnixNano()%1e6))
-	res, err := sandbox.RunHost(context.Background(), sandbox.Spec{
-		Argv:   []string{"/bin/sh", "-c", "id -u; setsid /bin/sleep " + mark + " & echo x > made; exit 3"},
-		Limits: sandbox.Limits{Wall: 10 * time.Second},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if res.ExitCode != 3 || strings.TrimSpace(string(res.Stdout)) != strconv.Itoa(os.Getuid()) || res.Confined {
-		t.Fatalf("RunHost: %+v stdout %q stderr %q", res, res.Stdout, res.Stderr)
-	}
-	if len(res.Files) != 1 || res.Files[0].Path != "made" {
-		t.Fatalf("files %+v", res.Files)
-	}
-	if procs := findCmdline(mark); len(procs) > 0 {
-		t.Fatalf("setsid grandchild of a host command survived: %v", procs)
-	}
-	res, err = sandbox.RunHost(context.Background(), sandbox.Spec{Argv: []string{"sleep", "10"}, Limits: sandbox.Limits{Wall: 200 * time.Millisecond}})
-	if err != nil || res.Killed != sandbox.KilledWall {
-		t.Fatalf("RunHost wall: %+v %v", res, err)
-	}
 }

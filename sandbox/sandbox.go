@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"strconv"
 	"time"
 )
 
@@ -42,18 +43,25 @@ var (
 	ErrTierUnknown = errors.New("sandbox: unknown tier")
 )
 
-// Config chooses tiers and identities. The zero value is useful: default tiers, nobody/nogroup, this binary as
-// helper, slog.Default.
+// Config chooses tiers and identities. The zero value is useful: default tiers, the default uid range
+// (DefaultFirstUID, DefaultUIDCount), this binary as helper, slog.Default.
 type Config struct {
 	// Tiers to self-test, in order; nil means DefaultTiers. []Tier{TierUnconfined} forces unconfined.
 	Tiers []Tier
-	// UID and GID the child runs as; 0 means 65534/65534 (nobody/nogroup). Never root.
-	UID, GID int
+	// UID and GID are the first uid and gid of the range programs run as (uid i of the range goes with gid i),
+	// UIDs how many: with more than one, each run leases a uid of its own (see doc.go, Identities), with one
+	// every run shares it. UID 0 means DefaultFirstUID with DefaultUIDCount uids; GID 0 means the same number
+	// as UID; UIDs 0 means 1 when UID is set. Never root: a range holding uid 0 or this process's own uid is
+	// not used (programs then run as this process's ids, SeparateUID is false).
+	UID, GID, UIDs int
+	// LeaseDir holds the host-wide uid leases; "" means DefaultLeaseDir.
+	LeaseDir string
 	// Helper is the argv prefix that re-executes this binary as the helper (it must end with HelperArg);
 	// nil means os.Executable() and HelperArg.
 	Helper []string
-	// WorkRoot is the host folder fresh workspaces are made in; "" means /tmp/gatehouse-sandbox. Every parent
-	// must be searchable (o+x) by UID, so never a folder under /root.
+	// WorkRoot is the host folder fresh workspaces are made in; "" means /tmp/gatehouse-sandbox
+	// (/tmp/gatehouse-sandbox-<euid> for a process that is not root). It must be this process's user's and
+	// writable by nobody else; every parent must be searchable (o+x) by UID, so never a folder under /root.
 	WorkRoot string
 	// Bwrap is the bubblewrap binary; "" means /usr/bin/bwrap.
 	Bwrap string
@@ -78,11 +86,29 @@ type TierReport struct {
 	Err      string  `json:"error,omitempty"`
 }
 
-// Report is what Detect found: every tier tried and the one chosen.
+// Report is what Detect found: every tier tried and the one chosen, and who programs run as.
 type Report struct {
 	Chosen   Tier         `json:"chosen"`
 	Confined bool         `json:"confined"`
 	Tiers    []TierReport `json:"tiers"`
+	Host     HostReport   `json:"host"`
+}
+
+// HostReport is the self-test of how host commands (RunHost) and unconfined code run: outside any tier, so
+// only their identity keeps the broker's files and processes from them.
+type HostReport struct {
+	// SeparateUID: programs run as a uid of the range, never the broker's, with no supplementary group, no
+	// capability and no_new_privs; the probe could neither read a 0600 file of the broker's, nor create a file
+	// in its folder, nor signal it. False when this process cannot switch uids (Err says why): programs would
+	// then run as the broker's own user.
+	SeparateUID bool `json:"separate_uid"`
+	// OwnPID: they also run in pid and mount namespaces of their own with their own /proc, so they see no
+	// other process (the proc-hidden, signal-host and ptrace-host probes held).
+	OwnPID bool `json:"own_pid"`
+	// UIDs is the range, "FIRST-LAST" or one uid.
+	UIDs   string  `json:"uids"`
+	Probes []Probe `json:"probes"`
+	Err    string  `json:"error,omitempty"`
 }
 
 // Tier returns the report of tier t, or nil when it was not tried.
@@ -158,11 +184,17 @@ type Spec struct {
 	// Env is the child's whole environment; nothing is inherited.
 	Env   []string
 	Stdin []byte
+	// StdinStream and StdoutStream, when set, are the program's standard input and output as they are read
+	// and written, for a program spoken to over its standard streams while it runs (an MCP server on stdio):
+	// Stdin is then unused and Result.Stdout stays empty. They are handed to the program as they are (the
+	// caller keeps the other ends of its pipes and closes them); Limits.Output does not apply to a stream.
+	StdinStream, StdoutStream *os.File
 	// Files are written into the workspace before the run; keys must pass CleanPath.
 	Files map[string][]byte
 	// Workspace is the host folder the program gets as its working directory (/work in the bubblewrap and
 	// namespaces tiers, its own host path in the others). "" means a fresh folder, removed after the run.
-	// A given folder is chowned, recursively, to the sandbox uid.
+	// A given folder is chowned, recursively, to the run's uid for the run, and back to this process's user
+	// after it (where uids are switched).
 	Workspace string
 	Limits    Limits
 	// Gateway, when set, is the program's one way out: it gets GatewayOutFD (write) and GatewayInFD (read),
@@ -202,6 +234,10 @@ type Result struct {
 	// Workdir is the program's working directory as it saw it ("/work", or the host path where the tier has no
 	// mount namespace).
 	Workdir string `json:"workdir"`
+	// UID is the host uid the program ran as; SeparateUID reports that it was not the broker's (see
+	// HostReport.SeparateUID).
+	UID         int  `json:"uid"`
+	SeparateUID bool `json:"separate_uid"`
 }
 
 // FileInfo describes one regular file left in the workspace.
@@ -220,6 +256,9 @@ type Sandbox struct {
 	report   *Report
 	cg       string // cgroup v1 pids parent, "" when unavailable
 	log      *slog.Logger
+	id       identity
+	ownPID   bool // plain mode (RunHost, unconfined) gets pid and mount namespaces of its own
+	separate bool // the host self-test proved the uid switch (HostReport.SeparateUID)
 }
 
 // Tier is the tier runs use.
@@ -231,20 +270,37 @@ func (s *Sandbox) Confined() bool { return s.confined }
 // Report is the self-test report Detect made (shared; do not modify).
 func (s *Sandbox) Report() *Report { return s.report }
 
+// SeparateUID reports whether programs run as a uid other than the broker's (HostReport.SeparateUID). When it
+// is false, a program outside a confined tier (RunHost, or Run with the unconfined tier) runs as the broker's
+// own user and can read whatever the broker can: its keys, credentials and journal. Callers that must not
+// allow that refuse such runs (ErrNoSeparateUID).
+func (s *Sandbox) SeparateUID() bool { return s.id.switchUID && s.separate }
+
+// lease is the uid and gid of one run: a leased uid of the range, or this process's own ids where it cannot
+// switch.
+func (s *Sandbox) lease(ctx context.Context) (*lease, error) {
+	if !s.id.switchUID {
+		return &lease{uid: os.Getuid(), gid: os.Getgid()}, nil
+	}
+	return s.id.pool.acquire(ctx)
+}
+
 // Run runs spec under the sandbox's tier, with spec's limits. It returns an error only when the run could not
 // start (ErrSpec, ErrWorkspace, ErrStart, ErrNoHelper); the program's failure, a limit or ctx ending are in
 // the Result. When Run returns, no process of the run is left.
 func (s *Sandbox) Run(ctx context.Context, spec Spec) (*Result, error) {
-	mode := modeOf(s.tier)
-	return s.run(ctx, spec, mode, s.tier, s.confined, true)
+	return s.run(ctx, spec, modeOf(s.tier), s.tier, s.confined, nil)
 }
 
-// RunHost runs a command on the host (the process sink): outside any sandbox, as this process's own user,
-// with the same limits, output capture and whole-tree kill as Run. Workspace "" means a fresh temp folder.
-// The binary must call MaybeHelper first in main (or TestMain), since limits are set by the helper.
-func RunHost(ctx context.Context, spec Spec) (*Result, error) {
-	s := newSandbox(Config{}, TierUnconfined, false, nil)
-	return s.run(ctx, spec, modePlain, TierUnconfined, false, false)
+// RunHost runs a command on the host (the process sink): outside any tier, so with the host's files and
+// network, but as the run's own unprivileged uid (see Config.UID), with no supplementary group, no capability
+// and no_new_privs, in pid and mount namespaces of its own where the host allows them (HostReport.OwnPID), in
+// a working folder owned by that uid (Workspace "" means a fresh one, removed after the run), with the same
+// limits, output capture and whole-tree kill as Run. Where this process cannot switch uids (SeparateUID is
+// false) the command runs as this process's own user: callers decide whether to allow that. The binary must
+// call MaybeHelper first in main (or TestMain), since limits are set by the helper.
+func (s *Sandbox) RunHost(ctx context.Context, spec Spec) (*Result, error) {
+	return s.run(ctx, spec, modePlain, TierUnconfined, false, nil)
 }
 
 func newSandbox(cfg Config, tier Tier, confined bool, rep *Report) *Sandbox {
@@ -254,18 +310,34 @@ func newSandbox(cfg Config, tier Tier, confined bool, rep *Report) *Sandbox {
 	}
 	s := &Sandbox{cfg: cfg, tier: tier, confined: confined, report: rep, log: cfg.Logger}
 	s.cg = cgroupParent(cfg.CgroupRoot, s.log)
+	s.id.pool = newUIDPool(cfg.UID, cfg.GID, cfg.UIDs, cfg.LeaseDir)
+	s.id.switchUID, s.id.why = canSwitchUID(cfg.UID, cfg.GID, cfg.UIDs)
 	return s
+}
+
+// uidRange is the range as the --sandbox-uid flag writes it.
+func (c Config) uidRange() string {
+	if c.UIDs == 1 {
+		return strconv.Itoa(c.UID)
+	}
+	return fmt.Sprintf("%d-%d", c.UID, c.UID+c.UIDs-1)
 }
 
 func (c Config) withDefaults() Config {
 	if c.Tiers == nil {
 		c.Tiers = DefaultTiers
 	}
-	if c.UID == 0 {
-		c.UID = 65534
+	if c.UID <= 0 {
+		c.UID, c.UIDs = DefaultFirstUID, DefaultUIDCount
 	}
-	if c.GID == 0 {
-		c.GID = 65534
+	if c.UIDs <= 0 {
+		c.UIDs = 1
+	}
+	if c.GID <= 0 {
+		c.GID = c.UID
+	}
+	if c.LeaseDir == "" {
+		c.LeaseDir = DefaultLeaseDir
 	}
 	if c.Helper == nil {
 		exe, err := os.Executable()
@@ -276,6 +348,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.WorkRoot == "" {
 		c.WorkRoot = "/tmp/gatehouse-sandbox"
+		if uid := os.Geteuid(); uid != 0 {
+			c.WorkRoot += "-" + strconv.Itoa(uid)
+		}
 	}
 	if c.Bwrap == "" {
 		c.Bwrap = "/usr/bin/bwrap"

@@ -56,14 +56,8 @@ func prepareWorkspace(root, given string, files map[string][]byte, uid, gid int,
 	}
 	ws, temp := given, false
 	if ws == "" {
-		if err := os.MkdirAll(root, 0o711); err != nil {
-			return "", false, fmt.Errorf("%w: %v", ErrWorkspace, err)
-		}
-		// MkdirAll keeps an existing folder's mode; the sandbox uid must be able to pass through it.
-		if fi, err := os.Stat(root); err == nil && fi.Mode().Perm()&0o001 == 0 {
-			if err := os.Chmod(root, fi.Mode().Perm()|0o011); err != nil {
-				return "", false, fmt.Errorf("%w: %v", ErrWorkspace, err)
-			}
+		if err := makeWorkRoot(root); err != nil {
+			return "", false, err
 		}
 		d, err := os.MkdirTemp(root, "ws-")
 		if err != nil {
@@ -105,6 +99,36 @@ func prepareWorkspace(root, given string, files map[string][]byte, uid, gid int,
 		}
 	}
 	return ws, temp, nil
+}
+
+// makeWorkRoot creates the folder fresh workspaces are made in, or checks the one there: a folder (not a
+// link) of this process's user that nobody else may write (0711: the sandbox uids pass through it, list
+// nothing). One another user made first (a guessable name under /tmp) would let that user read or swap every
+// workspace, so it is refused.
+func makeWorkRoot(root string) error {
+	if err := os.MkdirAll(root, 0o711); err != nil {
+		return fmt.Errorf("%w: %v", ErrWorkspace, err)
+	}
+	fi, err := os.Lstat(root)
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrWorkspace, err)
+	}
+	st, _ := fi.Sys().(*syscall.Stat_t)
+	switch {
+	case !fi.IsDir():
+		return fmt.Errorf("%w: %s is not a folder", ErrWorkspace, root)
+	case st == nil || int(st.Uid) != os.Geteuid():
+		return fmt.Errorf("%w: %s belongs to another user; remove it or set another work root", ErrWorkspace, root)
+	case fi.Mode().Perm()&0o022 != 0:
+		return fmt.Errorf("%w: %s is writable by other users (mode %04o)", ErrWorkspace, root, fi.Mode().Perm())
+	}
+	// MkdirAll keeps an existing folder's mode; the sandbox uid must be able to pass through it.
+	if fi.Mode().Perm()&0o001 == 0 {
+		if err := os.Chmod(root, fi.Mode().Perm()|0o011); err != nil {
+			return fmt.Errorf("%w: %v", ErrWorkspace, err)
+		}
+	}
+	return nil
 }
 
 // searchable fails when a parent of dir is not searchable by others (o+x): the sandbox uid could not reach it.

@@ -1,21 +1,28 @@
 // Package client lets applications and agents talk to Gatehouse over NATS
-// in a few lines:
+// in a few lines. Each agent and application normally has a credential of
+// its own (`gatehouse agents add bob`, `gatehouse apps add crm`):
 //
-//	app, _ := client.Dial(url, client.App, "/path/.gatehouse/creds/app.nk")
-//	run, _ := app.OpenWork(ctx, broker.OpenWork{Tenant: "acme", Person: "ada"})
+//	app, _ := client.DialApp(url, "crm", "/path/.gatehouse/nats/creds/app-crm.nk")
+//	run, _ := app.OpenWork(ctx, broker.OpenWork{Tenant: "acme", Person: "ada", Agent: "bob"})
 //
-//	agent, _ := client.Dial(url, client.Agent, "/path/.gatehouse/creds/agent.nk")
-//	reply, _ := agent.Output(ctx, run, "ok", map[string]any{"total": 42})
+//	bob, _ := client.DialAgent(url, "bob", "/path/.gatehouse/nats/creds/agent-bob.nk")
+//	reply, _ := bob.Output(ctx, run, "ok", map[string]any{"total": 42})
 //	if reply.Decision.Outcome != "allowed" { ... }
 //
+// A client speaks as one identity: its requests go on that identity's
+// subjects (subject.Effect, subject.WorkOpen) and its replies come to that
+// identity's inbox space, the only ones its credential may use. A run
+// accepts effects only from the agent it was opened for. The shared
+// credentials of the quick start (Dial with client.App or client.Agent)
+// are the identity subject.Shared; the shared agent acts only on runs
+// opened without an agent.
+//
 // Agents message each other through the peer sink, and read what was sent
-// to them from their inbox on the peer stream:
+// to them from their own inbox on the peer stream:
 //
-//	child, reply, _ := agent.Delegate(ctx, run, "worker", task) // child: the sub-run
+//	child, reply, _ := bob.Delegate(ctx, run, "worker", task) // child: the sub-run
 //	in, _ := worker.Peer("worker")
-//	msg, _ := in.Next(ctx) // msg.Run == child, msg.Task == task
-//
-// An agent with its own credential dials with DialAgent.
+//	msg, _ := in.Next(ctx) // msg.Run == child, msg.Task == task; worker acts in child
 //
 // A refusal is a decision, not an error: Effect returns it in the reply.
 // Errors are for requests Gatehouse could not take (a bad request, an
@@ -60,34 +67,49 @@ const (
 // there to take a request.
 var ErrNoBroker = broker.ErrNoBroker
 
-// Client is a connection to Gatehouse. Safe for concurrent use.
+// Client is a connection to Gatehouse as one identity. Safe for
+// concurrent use.
 type Client struct {
-	nc  *nats.Conn
-	own bool
+	nc    *nats.Conn
+	own   bool
+	class subject.Class
+	id    string
 }
 
-// Dial connects to NATS at url as role, with the nkey seed file creds
-// ("" for none).
+// Dial connects to NATS at url as the shared credential of role (identity
+// subject.Shared), with the nkey seed file creds ("" for none).
 func Dial(url string, role Role, creds string, opts ...nats.Option) (*Client, error) {
-	prefix := subject.AppInbox
-	if role == Agent {
-		prefix = subject.AgentInbox
+	return dial(url, classOf(role), subject.Shared, creds, opts)
+}
+
+func classOf(r Role) subject.Class {
+	if r == Agent {
+		return subject.ClassAgent
 	}
-	return dial(url, prefix, creds, opts)
+	return subject.ClassApp
 }
 
 // DialAgent connects as the named agent with its own credential (see
-// package broker/embedded: AgentCredsPath), using that agent's own inbox
-// space, the only one its credential may read.
+// package broker/embedded: AgentCredsPath), using that agent's own
+// subjects and inbox space, the only ones its credential may use.
 func DialAgent(url, agent, creds string, opts ...nats.Option) (*Client, error) {
-	if !subject.ValidAgent(agent) {
-		return nil, fmt.Errorf("agent %q: a name must be 1 to %d letters, digits, '-' or '_'", agent, subject.MaxAgentLen)
+	if !subject.ValidName(agent) {
+		return nil, fmt.Errorf("agent %q: a name must be 1 to %d letters, digits, '-' or '_', starting with a letter or digit", agent, subject.MaxAgentLen)
 	}
-	return dial(url, subject.AgentInboxOf(agent), creds, opts)
+	return dial(url, subject.ClassAgent, agent, creds, opts)
 }
 
-func dial(url, prefix, creds string, opts []nats.Option) (*Client, error) {
-	opts = append(opts, nats.CustomInboxPrefix(prefix), nats.Name("gatehouse-client"))
+// DialApp connects as the named application with its own credential
+// (embedded.AppCredsPath).
+func DialApp(url, app, creds string, opts ...nats.Option) (*Client, error) {
+	if !subject.ValidName(app) {
+		return nil, fmt.Errorf("app %q: a name must be 1 to %d letters, digits, '-' or '_', starting with a letter or digit", app, subject.MaxAgentLen)
+	}
+	return dial(url, subject.ClassApp, app, creds, opts)
+}
+
+func dial(url string, class subject.Class, id, creds string, opts []nats.Option) (*Client, error) {
+	opts = append(opts, nats.CustomInboxPrefix(subject.InboxOf(class, id)), nats.Name("gatehouse-client"))
 	if creds != "" {
 		o, err := nats.NkeyOptionFromSeed(creds)
 		if err != nil {
@@ -99,12 +121,22 @@ func dial(url, prefix, creds string, opts []nats.Option) (*Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("connect to NATS at %s: %w", url, err)
 	}
-	return &Client{nc: nc, own: true}, nil
+	return &Client{nc: nc, own: true, class: class, id: id}, nil
 }
 
-// New wraps an existing connection; Close leaves it open. The connection
-// must use the inbox prefix of its role (nats.CustomInboxPrefix).
-func New(nc *nats.Conn) *Client { return &Client{nc: nc} }
+// New wraps an existing connection as identity id (a name or
+// subject.Shared) of role; Close leaves it open. The connection must use
+// that identity's inbox prefix (nats.CustomInboxPrefix(subject.InboxOf)).
+func New(nc *nats.Conn, role Role, id string) *Client {
+	return &Client{nc: nc, class: classOf(role), id: id}
+}
+
+// Identity is the identity token the client speaks as.
+func (c *Client) Identity() string { return c.id }
+
+// Outputs is the subject filter of the outputs of the runs this
+// application client opened (subject.OutputsOf).
+func (c *Client) Outputs() string { return subject.OutputsOf(c.id) }
 
 // Conn returns the underlying connection.
 func (c *Client) Conn() *nats.Conn { return c.nc }
@@ -119,7 +151,7 @@ func (c *Client) Close() {
 // OpenWork opens work for a person and returns the run id.
 func (c *Client) OpenWork(ctx context.Context, w broker.OpenWork) (string, error) {
 	var r broker.OpenWorkReply
-	if err := c.request(ctx, subject.WorkOpen, w, &r); err != nil {
+	if err := c.request(ctx, subject.WorkOpen(c.id), w, &r); err != nil {
 		return "", err
 	}
 	if r.Error != nil {
@@ -131,7 +163,7 @@ func (c *Client) OpenWork(ctx context.Context, w broker.OpenWork) (string, error
 // CloseWork closes a run.
 func (c *Client) CloseWork(ctx context.Context, run, status string) error {
 	var r broker.CloseWorkReply
-	if err := c.request(ctx, subject.WorkClose, broker.CloseWork{Run: run, Status: status}, &r); err != nil {
+	if err := c.request(ctx, subject.WorkClose(c.id), broker.CloseWork{Run: run, Status: status}, &r); err != nil {
 		return err
 	}
 	if r.Error != nil {
@@ -168,21 +200,32 @@ func (c *Client) Output(ctx context.Context, run, status string, result any) (*b
 // effectAttempt sends req, and once more after a first attempt timed out
 // when req has a RequestID and ctx a deadline (see the package doc).
 func (c *Client) effectAttempt(ctx context.Context, sink policy.Sink, req broker.EffectRequest, r *broker.EffectReply) error {
+	subj := subject.Effect(c.id, sink)
 	dl, ok := ctx.Deadline()
 	if req.RequestID == "" || !ok {
-		return c.request(ctx, subject.Effect(sink), req, r)
+		return c.request(ctx, subj, req, r)
 	}
 	first, cancel := context.WithDeadline(ctx, time.Now().Add(time.Until(dl)/2))
-	err := c.request(first, subject.Effect(sink), req, r)
+	err := c.request(first, subj, req, r)
 	cancel()
 	if !errors.Is(err, broker.ErrNoReply) || ctx.Err() != nil {
 		return err
 	}
 	*r = broker.EffectReply{}
-	if err := c.request(ctx, subject.Effect(sink), req, r); err != nil {
+	if err := c.request(ctx, subj, req, r); err != nil {
 		return fmt.Errorf("retried once: %w", err)
 	}
 	return nil
+}
+
+// Approval makes an approval request (op: subject.ApprovalListOp,
+// ApprovalGetOp or ApprovalDecideOp) as this application.
+func (c *Client) Approval(ctx context.Context, op string, in any) (*broker.ApprovalReply, error) {
+	var r broker.ApprovalReply
+	if err := c.request(ctx, subject.App(c.id, op), in, &r); err != nil {
+		return nil, err
+	}
+	return &r, nil
 }
 
 func mustJSON(v any) json.RawMessage {

@@ -35,7 +35,7 @@ func dying(t *testing.T, nc *nats.Conn, sink policy.Sink, drop int32, reply stri
 	t.Helper()
 	var n atomic.Int32
 	var last atomic.Value
-	sub, err := nc.Subscribe(subject.Effect(sink), func(m *nats.Msg) {
+	sub, err := nc.Subscribe(subject.Effect(subject.Shared, sink), func(m *nats.Msg) {
 		last.Store(string(m.Data))
 		if n.Add(1) > drop {
 			_ = m.Respond([]byte(reply))

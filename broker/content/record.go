@@ -90,6 +90,7 @@ type EffectRecord struct {
 	PageHost  string             `json:"page_host,omitempty"`
 	Grounding *GroundingRecord   `json:"grounding,omitempty"`
 	Values    map[string]string  `json:"values,omitempty"`
+	Unpinned  string             `json:"unpinned,omitempty"`
 }
 
 // GroundingRecord is policy.Grounding: what a grounding rule found.
@@ -103,7 +104,7 @@ func FromEffect(e policy.Effect) EffectRecord {
 	r := EffectRecord{
 		Sink: e.Sink, Action: e.Action, Origin: e.Origin, Tool: e.Tool, Target: e.Target, Confined: e.Confined,
 		Recipient: e.Recipient, Provider: e.Provider, Method: e.Method, Host: e.Host, Path: e.Path, Atom: e.Atom,
-		Declared: e.Declared, Class: e.Class, PageHost: e.PageHost, Values: maps.Clone(e.Values),
+		Declared: e.Declared, Class: e.Class, PageHost: e.PageHost, Values: maps.Clone(e.Values), Unpinned: e.Unpinned,
 	}
 	if e.Contract != nil {
 		c := *e.Contract
@@ -123,7 +124,7 @@ func (r EffectRecord) Effect() policy.Effect {
 	e := policy.Effect{
 		Sink: r.Sink, Action: r.Action, Origin: r.Origin, Tool: r.Tool, Target: r.Target, Confined: r.Confined,
 		Recipient: r.Recipient, Provider: r.Provider, Method: r.Method, Host: r.Host, Path: r.Path, Atom: r.Atom,
-		Declared: r.Declared, Class: r.Class, PageHost: r.PageHost, Values: r.Values,
+		Declared: r.Declared, Class: r.Class, PageHost: r.PageHost, Values: r.Values, Unpinned: r.Unpinned,
 	}
 	if r.Contract != nil {
 		c := *r.Contract

@@ -1,37 +1,52 @@
 // Package embedded runs the nats-server Gatehouse embeds when no --nats-url
 // is given: JetStream on, listening on loopback, with one nkey credential
-// per role and permissions that keep the roles apart:
+// per role and per named identity, and permissions that keep them apart.
 //
-//	broker   everything (the trusted component, connected in-process)
-//	app      request gatehouse.v1.work.* and read outputs; never effects
-//	agent    request gatehouse.v1.effect.* and fetch peer messages; never
-//	         open work, never read the journal or outputs
+//	broker    everything: JetStream, streams, buckets (connected in-process);
+//	          it never answers a request
+//	replies   the broker's NATS micro service: takes requests and may
+//	          publish only into inbox spaces, so no reply can be aimed at a
+//	          stream, a bucket, a peer queue or an output
+//	app       the shared application credential (identity subject.Shared)
+//	agent     the shared agent credential (identity subject.Shared)
+//	agent-N   each named agent (identity.Registry): its own credential
+//	app-N     each named application: its own credential
 //
 // Credentials are nkey seed files under Dir/creds, made on first start with
 // mode 0600 and reused after. The nats CLI takes them with --nkey.
 //
-// # Agents and peer messages
+// # What each identity may do
 //
-// An agent receives peer messages (subject.Peer) only by fetching from its
-// durable consumer on the peer stream, which the broker creates: agents
-// may pull from and acknowledge on consumers of that stream, and read their
-// inbox, nothing else. They cannot create or change a consumer (a push
-// consumer could be pointed at any subject), read a stream's messages
-// directly, subscribe to peer subjects, nor touch the journal, outputs,
-// runs or any other stream.
+// Identity is carried by subjects (package subject): an identity may
+// publish requests only under its own token and read replies only in its
+// own inbox space, so the token the broker reads from a request's subject
+// is the one the server let that credential use. Permissions returns the
+// exact lists; in short:
 //
-// Every agent that uses the shared "agent" credential is the same user to
-// NATS, so the server cannot tell them apart: among them, isolation is by
-// subject only, a convention each agent keeps by fetching its own consumer,
-// not something the server enforces. Any holder of the shared credential
-// can fetch any agent's peer messages and read any agent's replies.
+//   - an agent proposes effects on gatehouse.v1.agent.<id>.effect.> and
+//     reads _INBOX_agent.<id>.>; a named agent also fetches and
+//     acknowledges on its own peer consumer (subject.PeerConsumer), created
+//     by the broker. The shared agent credential has no peer consumer at
+//     all: it cannot fetch, subscribe to or be answered on any named agent's
+//     subjects. No agent can create or change a consumer (a push consumer
+//     could be pointed at any subject), read a stream directly, subscribe to
+//     peer subjects, nor touch the journal, outputs, runs or any bucket.
+//   - an application opens and closes work on gatehouse.v1.app.<id>.work.*,
+//     reads _INBOX_app.<id>.> and the outputs of its own runs
+//     (subject.OutputsOf), and uses NATS micro discovery; one not bound to
+//     tenants also uses the approval endpoints. It can never propose an
+//     effect.
 //
-// Agents named in Config.Agents get a credential of their own
-// (AgentCredsPath) that is enforced: it may fetch only its own consumer
-// (subject.PeerConsumer), read only its own inbox space
-// (subject.AgentInboxOf, which client.DialAgent uses), and propose effects.
-// Give each agent its own credential where agents must not read each
-// other's messages, and do not hand the shared one to them.
+// An operator running Gatehouse on an external NATS sets the same
+// permissions there: UsersConf renders them as a nats-server users list
+// (`gatehouse agents nats-conf`), and the e2e cluster runs with it.
+//
+// # Changing identities while serving
+//
+// Reload takes a new register and gives the server the new users, so a
+// credential added, rotated or removed takes effect without a restart:
+// nats-server re-checks every connected client and closes those whose key
+// is no longer a user, and applies the new permissions to the rest.
 package embedded
 
 import (
@@ -41,27 +56,32 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nkeys"
 
+	"github.com/gatehouse/gatehouse/broker/identity"
 	"github.com/gatehouse/gatehouse/broker/subject"
 )
 
-// Role is a kind of NATS client.
+// Role is a kind of NATS client with a credential of its own.
 type Role string
 
 const (
-	RoleBroker Role = "broker"
-	RoleApp    Role = "app"
-	RoleAgent  Role = "agent"
+	RoleBroker  Role = "broker"
+	RoleReplies Role = "replies"
+	RoleApp     Role = "app"
+	RoleAgent   Role = "agent"
 )
 
 // Roles lists every role, in a stable order.
-var Roles = []Role{RoleBroker, RoleApp, RoleAgent}
+var Roles = []Role{RoleBroker, RoleReplies, RoleApp, RoleAgent}
 
 // Config configures the embedded server.
 type Config struct {
@@ -72,9 +92,11 @@ type Config struct {
 	// power cut); the default syncs on an interval as nats-server does.
 	SyncAlways bool
 	Logger     *slog.Logger
-	// Agents each get a credential of their own, allowed to fetch only
-	// their own peer messages (see the package doc). Names must satisfy
-	// subject.ValidAgent.
+	// Identities are the named agents and applications that get a
+	// credential of their own; nil is none.
+	Identities *identity.Registry
+	// Agents are further named agents (declaring nothing: origin model),
+	// for callers that need no register.
 	Agents []string
 }
 
@@ -83,6 +105,10 @@ type Server struct {
 	NS  *server.Server
 	URL string
 	dir string
+
+	mu     sync.Mutex // serialises Reload
+	opts   server.Options
+	agents []string // from Config.Agents, kept through reloads
 }
 
 // CredsPath returns the nkey seed file of role under dir.
@@ -95,6 +121,12 @@ func AgentCredsPath(dir, agent string) string {
 	return filepath.Join(dir, "creds", "agent-"+agent+".nk")
 }
 
+// AppCredsPath returns the nkey seed file of the named application under
+// dir.
+func AppCredsPath(dir, app string) string {
+	return filepath.Join(dir, "creds", "app-"+app+".nk")
+}
+
 // Start starts the server and waits until it accepts connections.
 func Start(cfg Config) (*Server, error) {
 	if cfg.Host == "" {
@@ -103,25 +135,12 @@ func Start(cfg Config) (*Server, error) {
 	if cfg.Port == 0 {
 		cfg.Port = 4222
 	}
-	users := make([]*server.NkeyUser, 0, len(Roles))
-	for _, r := range Roles {
-		pub, err := ensureSeed(CredsPath(cfg.Dir, r))
-		if err != nil {
-			return nil, err
-		}
-		users = append(users, &server.NkeyUser{Nkey: pub, Permissions: permissions(r)})
+	s := &Server{dir: cfg.Dir, agents: cfg.Agents}
+	users, err := s.users(cfg.Identities)
+	if err != nil {
+		return nil, err
 	}
-	for _, a := range cfg.Agents {
-		if !subject.ValidAgent(a) {
-			return nil, fmt.Errorf("embedded nats: agent %q: a name must be 1 to %d letters, digits, '-' or '_'", a, subject.MaxAgentLen)
-		}
-		pub, err := ensureSeed(AgentCredsPath(cfg.Dir, a))
-		if err != nil {
-			return nil, err
-		}
-		users = append(users, &server.NkeyUser{Nkey: pub, Permissions: agentPermissions(a)})
-	}
-	opts := &server.Options{
+	s.opts = server.Options{
 		ServerName: "gatehouse-embedded",
 		Host:       cfg.Host,
 		Port:       cfg.Port,
@@ -132,7 +151,8 @@ func Start(cfg Config) (*Server, error) {
 		SyncAlways: cfg.SyncAlways,
 		NoLog:      true,
 	}
-	ns, err := server.NewServer(opts)
+	opts := s.opts
+	ns, err := server.NewServer(&opts)
 	if err != nil {
 		return nil, fmt.Errorf("embedded nats: %w", err)
 	}
@@ -141,28 +161,130 @@ func Start(cfg Config) (*Server, error) {
 		ns.Shutdown()
 		return nil, fmt.Errorf("embedded nats: not ready after 10s on %s (is the port %d free? use --nats-port)", net.JoinHostPort(cfg.Host, strconv.Itoa(cfg.Port)), cfg.Port)
 	}
-	return &Server{NS: ns, URL: ns.ClientURL(), dir: cfg.Dir}, nil
+	s.NS, s.URL = ns, ns.ClientURL()
+	// A reload must keep the port the server picked.
+	s.opts.Port = ns.Addr().(*net.TCPAddr).Port
+	return s, nil
 }
 
-// Connect opens an in-process connection as role.
-func (s *Server) Connect(r Role, opts ...nats.Option) (*nats.Conn, error) {
-	o, err := nats.NkeyOptionFromSeed(CredsPath(s.dir, r))
+// Reload gives the server the users of reg (and of Config.Agents), making
+// seeds for new identities. Clients whose key is no longer a user are
+// disconnected by the server; the others keep their connections under the
+// new permissions. On error the users in force are unchanged.
+func (s *Server) Reload(reg *identity.Registry) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	users, err := s.users(reg)
+	if err != nil {
+		return err
+	}
+	opts := s.opts
+	opts.Nkeys = users
+	if err := s.NS.ReloadOptions(&opts); err != nil {
+		return fmt.Errorf("embedded nats: reload users: %w", err)
+	}
+	s.opts.Nkeys = users
+	return nil
+}
+
+// User is one credential's public key and permissions (nil: everything).
+type User struct {
+	Name        string // the seed file's base name without .nk, for comments
+	Nkey        string
+	Permissions *server.Permissions
+}
+
+// Users returns the users of the roles and of reg's identities whose seeds
+// are under dir, making any seed that is missing.
+func Users(dir string, reg *identity.Registry, extraAgents ...string) ([]User, error) {
+	var out []User
+	for _, r := range Roles {
+		pub, err := EnsureSeed(CredsPath(dir, r))
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, User{Name: string(r), Nkey: pub, Permissions: RolePermissions(r)})
+	}
+	if reg == nil {
+		reg = &identity.Registry{}
+	}
+	agents := map[string]bool{}
+	for _, a := range reg.Agents {
+		agents[a.Name] = true
+	}
+	for _, a := range extraAgents {
+		agents[a] = true
+	}
+	names := make([]string, 0, len(agents))
+	for a := range agents {
+		names = append(names, a)
+	}
+	slices.Sort(names)
+	for _, a := range names {
+		if !subject.ValidName(a) {
+			return nil, fmt.Errorf("embedded nats: agent %q: a name must be 1 to %d letters, digits, '-' or '_', starting with a letter or digit", a, subject.MaxAgentLen)
+		}
+		pub, err := EnsureSeed(AgentCredsPath(dir, a))
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, User{Name: "agent-" + a, Nkey: pub, Permissions: Permissions(subject.ClassAgent, a, false)})
+	}
+	for _, a := range reg.Apps {
+		pub, err := EnsureSeed(AppCredsPath(dir, a.Name))
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, User{Name: "app-" + a.Name, Nkey: pub, Permissions: Permissions(subject.ClassApp, a.Name, len(a.Tenants) > 0)})
+	}
+	return out, nil
+}
+
+func (s *Server) users(reg *identity.Registry) ([]*server.NkeyUser, error) {
+	us, err := Users(s.dir, reg, s.agents...)
 	if err != nil {
 		return nil, err
 	}
-	opts = append([]nats.Option{o, nats.InProcessServer(s.NS), nats.Name("gatehouse-" + string(r))}, opts...)
-	return nats.Connect(s.URL, opts...)
+	out := make([]*server.NkeyUser, len(us))
+	for i, u := range us {
+		out[i] = &server.NkeyUser{Nkey: u.Nkey, Permissions: u.Permissions}
+	}
+	return out, nil
+}
+
+// Connect opens an in-process connection as role, with the role's inbox
+// space.
+func (s *Server) Connect(r Role, opts ...nats.Option) (*nats.Conn, error) {
+	var inbox []nats.Option
+	switch r {
+	case RoleApp:
+		inbox = []nats.Option{nats.CustomInboxPrefix(subject.AppInboxOf(subject.Shared))}
+	case RoleAgent:
+		inbox = []nats.Option{nats.CustomInboxPrefix(subject.AgentInboxOf(subject.Shared))}
+	}
+	return s.connect(CredsPath(s.dir, r), "gatehouse-"+string(r), append(inbox, opts...))
 }
 
 // ConnectAgent opens an in-process connection as the named agent, with its
-// own credential and inbox space. The agent must be in Config.Agents.
+// own credential and inbox space. The agent must be a user (Config,
+// Reload).
 func (s *Server) ConnectAgent(agent string, opts ...nats.Option) (*nats.Conn, error) {
-	o, err := nats.NkeyOptionFromSeed(AgentCredsPath(s.dir, agent))
+	return s.connect(AgentCredsPath(s.dir, agent), "gatehouse-agent-"+agent,
+		append([]nats.Option{nats.CustomInboxPrefix(subject.AgentInboxOf(agent))}, opts...))
+}
+
+// ConnectApp opens an in-process connection as the named application.
+func (s *Server) ConnectApp(app string, opts ...nats.Option) (*nats.Conn, error) {
+	return s.connect(AppCredsPath(s.dir, app), "gatehouse-app-"+app,
+		append([]nats.Option{nats.CustomInboxPrefix(subject.AppInboxOf(app))}, opts...))
+}
+
+func (s *Server) connect(seed, name string, opts []nats.Option) (*nats.Conn, error) {
+	o, err := nats.NkeyOptionFromSeed(seed)
 	if err != nil {
 		return nil, err
 	}
-	opts = append([]nats.Option{o, nats.InProcessServer(s.NS), nats.Name("gatehouse-agent-" + agent),
-		nats.CustomInboxPrefix(subject.AgentInboxOf(agent))}, opts...)
+	opts = append([]nats.Option{o, nats.InProcessServer(s.NS), nats.Name(name)}, opts...)
 	return nats.Connect(s.URL, opts...)
 }
 
@@ -175,68 +297,143 @@ func (s *Server) Shutdown() {
 	s.NS.WaitForShutdown()
 }
 
-func permissions(r Role) *server.Permissions {
+// microDiscovery is what NATS micro discovery (nats micro ls, gatehouse
+// status) publishes.
+var microDiscovery = []string{"$SRV.PING", "$SRV.PING.>", "$SRV.INFO", "$SRV.INFO.>", "$SRV.STATS", "$SRV.STATS.>"}
+
+// RolePermissions are the permissions of role r; nil (everything) for the
+// broker.
+func RolePermissions(r Role) *server.Permissions {
 	switch r {
 	case RoleApp:
+		return Permissions(subject.ClassApp, subject.Shared, false)
+	case RoleAgent:
+		return Permissions(subject.ClassAgent, subject.Shared, false)
+	case RoleReplies:
+		// Requests in; replies out, only into inbox spaces. Which inbox a
+		// reply may go to is the broker's check (the requester's own);
+		// that it can go nowhere else is the server's.
 		return &server.Permissions{
 			Publish: &server.SubjectPermission{Allow: []string{
-				subject.WorkOpen, subject.WorkClose, subject.ApprovalDecide, subject.ApprovalList, subject.ApprovalGet, "$SRV.PING", "$SRV.PING.>", "$SRV.INFO", "$SRV.INFO.>", "$SRV.STATS", "$SRV.STATS.>",
+				subject.AgentInbox + ".>", subject.AppInbox + ".>", subject.OpsInbox + ".>",
 			}},
-			Subscribe: &server.SubjectPermission{Allow: []string{subject.AppInbox + ".>", subject.OutputPrefix + ".>"}},
+			Subscribe: &server.SubjectPermission{Allow: []string{
+				subject.AgentPrefix + ".*.effect.>", subject.AgentPrefix + ".*.tools.>", subject.AppPrefix + ".*.>", "$SRV.>",
+			}},
 		}
-	case RoleAgent:
-		return agentPermissions("")
 	default: // broker
 		return nil
 	}
 }
 
-// agentPermissions are those of the shared agent credential (agent "") or
-// of one named agent. Fetching from a pull consumer is a request to
+// Permissions are those of identity id (a name or subject.Shared) of class
+// c; bound is an application bound to tenants, which may not use the
+// approval endpoints.
+//
+// An agent fetching from its pull consumer makes a request to
 // $JS.API.CONSUMER.MSG.NEXT.<stream>.<consumer> whose messages arrive on
-// the requester's inbox, and acknowledging is a publish to
-// $JS.ACK.<stream>.<consumer>...; consumer info is read when binding.
-// Nothing here lets an agent create a consumer or read a stream directly.
-func agentPermissions(agent string) *server.Permissions {
-	consumer, inbox := "*", subject.AgentInbox+".>"
-	if agent != "" {
-		consumer, inbox = subject.PeerConsumer(agent), subject.AgentInboxOf(agent)+".>"
+// its inbox, acknowledges with a publish to $JS.ACK.<stream>.<consumer>...,
+// and reads consumer info when binding. Nothing here lets an agent create
+// a consumer or read a stream directly.
+func Permissions(c subject.Class, id string, bound bool) *server.Permissions {
+	if c == subject.ClassApp {
+		pub := []string{subject.WorkOpen(id), subject.WorkClose(id)}
+		if !bound {
+			pub = append(pub, subject.App(id, subject.ApprovalDecideOp), subject.App(id, subject.ApprovalListOp), subject.App(id, subject.ApprovalGetOp))
+		}
+		return &server.Permissions{
+			Publish:   &server.SubjectPermission{Allow: append(pub, microDiscovery...)},
+			Subscribe: &server.SubjectPermission{Allow: []string{subject.AppInboxOf(id) + ".>", subject.OutputsOf(id)}},
+		}
+	}
+	pub := []string{subject.EffectsOf(id), subject.ToolsOf(id)}
+	if id != subject.Shared {
+		consumer := subject.PeerConsumer(id)
+		pub = append(pub,
+			"$JS.API.CONSUMER.INFO."+subject.PeerStream+"."+consumer,
+			"$JS.API.CONSUMER.MSG.NEXT."+subject.PeerStream+"."+consumer,
+			"$JS.ACK."+subject.PeerStream+"."+consumer+".>",
+		)
 	}
 	return &server.Permissions{
-		Publish: &server.SubjectPermission{Allow: []string{
-			subject.EffectAll,
-			"$JS.API.CONSUMER.INFO." + subject.PeerStream + "." + consumer,
-			"$JS.API.CONSUMER.MSG.NEXT." + subject.PeerStream + "." + consumer,
-			"$JS.ACK." + subject.PeerStream + "." + consumer + ".>",
-		}},
-		Subscribe: &server.SubjectPermission{Allow: []string{inbox}},
+		Publish:   &server.SubjectPermission{Allow: pub},
+		Subscribe: &server.SubjectPermission{Allow: []string{subject.AgentInboxOf(id) + ".>"}},
 	}
 }
 
-// ensureSeed reads the seed at path, or creates one (0600), and returns its
+// UsersConf renders users as a nats-server configuration users list (the
+// value of an account's or the authorization block's "users"), one user a
+// line, for an operator setting Gatehouse's permissions on an external
+// NATS.
+func UsersConf(users []User) string {
+	var b strings.Builder
+	b.WriteString("[\n")
+	for _, u := range users {
+		fmt.Fprintf(&b, "  # %s\n  { nkey: %q", u.Name, u.Nkey)
+		if p := u.Permissions; p != nil {
+			b.WriteString(", permissions: {")
+			if p.Publish != nil {
+				fmt.Fprintf(&b, " publish: { allow: %s }", quoteList(p.Publish.Allow))
+			}
+			if p.Subscribe != nil {
+				if p.Publish != nil {
+					b.WriteString(",")
+				}
+				fmt.Fprintf(&b, " subscribe: { allow: %s }", quoteList(p.Subscribe.Allow))
+			}
+			b.WriteString(" }")
+		}
+		b.WriteString(" }\n")
+	}
+	b.WriteString("]")
+	return b.String()
+}
+
+func quoteList(ss []string) string {
+	q := make([]string, len(ss))
+	for i, s := range ss {
+		q[i] = strconv.Quote(s)
+	}
+	return "[" + strings.Join(q, ", ") + "]"
+}
+
+// EnsureSeed reads the seed at path, or creates one (0600), and returns its
 // public key.
-func ensureSeed(path string) (string, error) {
+func EnsureSeed(path string) (string, error) {
 	seed, err := os.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {
-		kp, err := nkeys.CreateUser()
-		if err != nil {
-			return "", err
-		}
-		if seed, err = kp.Seed(); err != nil {
-			return "", err
-		}
-		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-			return "", err
-		}
-		if err := os.WriteFile(path, append(seed, '\n'), 0o600); err != nil {
-			return "", err
-		}
+		return NewSeed(path)
 	} else if err != nil {
 		return "", fmt.Errorf("read credentials: %w", err)
 	}
 	kp, err := nkeys.ParseDecoratedNKey(seed)
 	if err != nil {
 		return "", fmt.Errorf("credentials %s: not an nkey seed: %w", path, err)
+	}
+	return kp.PublicKey()
+}
+
+// NewSeed writes a fresh user seed to path (0600), replacing any there, and
+// returns its public key: rotation. The file is replaced by a rename, so a
+// reader sees the old seed or the new one, never a mix.
+func NewSeed(path string) (string, error) {
+	kp, err := nkeys.CreateUser()
+	if err != nil {
+		return "", err
+	}
+	seed, err := kp.Seed()
+	if err != nil {
+		return "", err
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return "", err
+	}
+	tmp := path + ".new"
+	if err := os.WriteFile(tmp, append(seed, '\n'), 0o600); err != nil {
+		return "", err
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return "", err
 	}
 	return kp.PublicKey()
 }

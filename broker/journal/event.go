@@ -111,6 +111,12 @@ type Decision struct {
 	ActionDigest string `json:"action_digest,omitempty"`
 }
 
+// RuleIdentity is the Rule of a decision that refused the caller before
+// any policy was asked (broker.Caller): the request named a fact Gatehouse
+// establishes (origin, tool) otherwise, or came from an identity the run
+// was not opened for. Such a decision has no request content to replay.
+const RuleIdentity = "identity"
+
 // Citation is one record a grounded decision relied on.
 type Citation struct {
 	Run    string `json:"run"`    // the run whose journal holds the response

@@ -116,15 +116,14 @@ integrations:
 		}})
 }
 
+// call proposes a provider call as shipped code: in process, as a sink
+// proposes for code whose origin it established (Gatehouse establishes
+// shipped for no agent credential unless the deployment declares it).
 func call(t *testing.T, env *contenttest.Env, run string, p map[string]any) *broker.EffectReply {
 	t.Helper()
 	raw, _ := json.Marshal(p)
-	r, err := env.Agent.Effect(contenttest.Ctx(t), policy.SinkProvider,
-		broker.EffectRequest{Run: run, Action: provider.ActionCall, Origin: policy.OriginShipped, Params: raw})
-	if r == nil {
-		t.Fatalf("effect: %v", err)
-	}
-	return r
+	data, _ := json.Marshal(broker.EffectRequest{Run: run, Action: provider.ActionCall, Params: raw})
+	return env.Broker.Propose(contenttest.Ctx(t), broker.Internal(policy.OriginShipped), policy.SinkProvider, data)
 }
 
 func read(path string) map[string]any {

@@ -4,27 +4,15 @@
 // version prefix.
 package subject
 
-import "github.com/gatehouse/gatehouse/policy"
+import (
+	"strings"
+
+	"github.com/gatehouse/gatehouse/policy"
+)
 
 const (
 	// Prefix is the root of every Gatehouse subject of this version.
 	Prefix = "gatehouse.v1"
-
-	// WorkOpen is requested by an application to open work for a person;
-	// the reply carries the new run id. Agents may not publish here.
-	WorkOpen = Prefix + ".work.open"
-	// WorkClose is requested by an application to close a run.
-	WorkClose = Prefix + ".work.close"
-
-	// EffectPrefix is followed by the sink name: gatehouse.v1.effect.output.
-	// Agents request effects here.
-	EffectPrefix = Prefix + ".effect"
-	// EffectAll matches every effect subject.
-	EffectAll = EffectPrefix + ".>"
-
-	// OutputPrefix is followed by a run id; the output sink delivers a
-	// step's result there for the caller and later steps to read.
-	OutputPrefix = Prefix + ".output"
 
 	// JournalPrefix is followed by a run id. Brokers publish journal
 	// events here into the JournalStream; only brokers may publish.
@@ -48,26 +36,209 @@ const (
 	QueueGroup = "gatehouse-brokers"
 )
 
-// Effect returns the subject agents request an effect of sink on.
-func Effect(s policy.Sink) string { return EffectPrefix + "." + string(s) }
+// Identities.
+//
+// Every request an agent or an application makes names, in its subject,
+// the identity that makes it, and the NATS server lets each credential
+// publish only under its own identity (package broker/embedded sets those
+// permissions; an operator of an external NATS sets the same, see
+// embedded.Permissions). So the identity token the broker reads from a
+// request's subject is one the server enforced, never a field anyone
+// wrote:
+//
+//	gatehouse.v1.agent.<agent>.effect.<sink>    an agent proposes an effect
+//	gatehouse.v1.app.<app>.work.open            an application opens work
+//	gatehouse.v1.app.<app>.work.close           ... closes a run it opened
+//	gatehouse.v1.app.<app>.approval.<op>        ... decides, lists, gets approvals
+//
+// and each identity reads replies only in its own inbox space, which no
+// other identity's space contains:
+//
+//	_INBOX_agent.<agent>.>    _INBOX_app.<app>.>
+//
+// <agent> and <app> are a name (ValidName) or Shared, the identity of the
+// shared "agent" and "app" credentials of the quick start. Shared starts
+// with '_', which no name may, so it never stands for a named identity.
+const (
+	// Shared is the identity token of the shared agent credential and of
+	// the shared app credential.
+	Shared = "_shared"
+	// Gatehouse is the application identity of work Gatehouse opens
+	// itself (the browser's runtime run). No credential publishes as it
+	// (Requester refuses it), so no application can close that work or
+	// read its outputs.
+	Gatehouse = "_gatehouse"
 
-// Output returns the subject a run's outputs are delivered on.
-func Output(run string) string { return OutputPrefix + "." + run }
+	// AgentPrefix is followed by an agent identity and what it asks.
+	AgentPrefix = Prefix + ".agent"
+	// AppPrefix is followed by an application identity and what it asks.
+	AppPrefix = Prefix + ".app"
+
+	// AgentInbox and AppInbox are followed by the identity token: each
+	// identity's replies arrive under its own prefix (AgentInboxOf,
+	// AppInboxOf).
+	AgentInbox = "_INBOX_agent"
+	AppInbox   = "_INBOX_app"
+	// OpsInbox is the inbox space of Gatehouse's operator tools (gatehouse
+	// status), which ask brokers for NATS micro stats; no agent or
+	// application may read it.
+	OpsInbox = "_INBOX_ops"
+
+	// ProbeSubject is what a broker publishes on its replies connection at
+	// start, to learn whether the server confines that connection to inbox
+	// spaces (broker.ProbeReplies). No stream holds it and nothing
+	// subscribes to it.
+	ProbeSubject = Prefix + ".probe.replies"
+)
 
 // Journal returns the subject a run's journal events are published on.
 func Journal(run string) string { return JournalPrefix + "." + run }
 
-// Inbox prefixes. Applications and agents connect with their own
-// credentials and may subscribe only to their own inbox space, so neither
-// can read the other's replies.
+// Effect returns the subject agent requests an effect of sink on.
+func Effect(agent string, s policy.Sink) string {
+	return AgentPrefix + "." + agent + ".effect." + string(s)
+}
+
+// EffectsOf matches every effect subject of agent: what its credential may
+// publish.
+func EffectsOf(agent string) string { return AgentPrefix + "." + agent + ".effect.>" }
+
+// Tools. An agent asks which tools it may be offered for a run, and waits
+// for a person to decide an effect of the run held for approval;
+// Gatehouse's MCP server uses both, and neither decides nor records
+// anything:
+//
+//	gatehouse.v1.agent.<agent>.tools.list    {"run"}: the run's tools (broker.ToolsRequest)
+//	gatehouse.v1.agent.<agent>.tools.wait    {"run", "approval", "timeout_ms"}: once a person decided
 const (
-	AppInbox   = "_INBOX_app"
-	AgentInbox = "_INBOX_agent"
+	ToolsListOp = "tools.list"
+	ToolsWaitOp = "tools.wait"
 )
 
-// OutputStream keeps delivered outputs (subjects gatehouse.v1.output.>) so
-// a caller that was not listening can still read a run's results.
-const OutputStream = "GATEHOUSE_OUTPUTS"
+// AgentOp returns the subject agent asks op on (ToolsListOp, ...).
+func AgentOp(agent, op string) string { return AgentPrefix + "." + agent + "." + op }
+
+// AgentOpEndpoint is the subject a broker serves op on, for every agent
+// identity.
+func AgentOpEndpoint(op string) string { return AgentPrefix + ".*." + op }
+
+// ToolsOf matches agent's tools subjects: what its credential may publish
+// besides effects.
+func ToolsOf(agent string) string { return AgentPrefix + "." + agent + ".tools.>" }
+
+// EffectEndpoint is the subject a broker serves sink's effects on, for
+// every agent identity.
+func EffectEndpoint(s policy.Sink) string { return AgentPrefix + ".*.effect." + string(s) }
+
+// App request kinds, the tokens after gatehouse.v1.app.<app>.
+const (
+	WorkOpenOp       = "work.open"
+	WorkCloseOp      = "work.close"
+	ApprovalDecideOp = "approval.decide"
+	ApprovalListOp   = "approval.list"
+	ApprovalGetOp    = "approval.get"
+)
+
+// App returns the subject application app requests op on
+// (WorkOpenOp, ...).
+func App(app, op string) string { return AppPrefix + "." + app + "." + op }
+
+// AppEndpoint is the subject a broker serves op on, for every application
+// identity.
+func AppEndpoint(op string) string { return AppPrefix + ".*." + op }
+
+// WorkOpen is requested by application app to open work for a person; the
+// reply carries the new run id. Agents may not publish here.
+func WorkOpen(app string) string { return App(app, WorkOpenOp) }
+
+// WorkClose is requested by application app to close a run it opened.
+func WorkClose(app string) string { return App(app, WorkCloseOp) }
+
+// Class is the kind of identity a request comes from.
+type Class string
+
+const (
+	ClassAgent Class = "agent"
+	ClassApp   Class = "app"
+)
+
+// Requester reads the identity a request subject names: its class, the
+// identity token (a name or Shared) and what follows it ("effect.output",
+// "work.open"). ok is false for any other subject, or a token that is
+// neither a name nor Shared.
+func Requester(subj string) (c Class, id, rest string, ok bool) {
+	var tail string
+	switch {
+	case strings.HasPrefix(subj, AgentPrefix+"."):
+		c, tail = ClassAgent, subj[len(AgentPrefix)+1:]
+	case strings.HasPrefix(subj, AppPrefix+"."):
+		c, tail = ClassApp, subj[len(AppPrefix)+1:]
+	default:
+		return "", "", "", false
+	}
+	id, rest, found := strings.Cut(tail, ".")
+	if !found || rest == "" || !ValidIdentity(id) {
+		return "", "", "", false
+	}
+	return c, id, rest, true
+}
+
+// InboxOf is the inbox prefix of identity id of class c: every reply to
+// it is published under InboxOf(c, id) + ".".
+func InboxOf(c Class, id string) string {
+	if c == ClassApp {
+		return AppInboxOf(id)
+	}
+	return AgentInboxOf(id)
+}
+
+// AgentInboxOf is the inbox prefix of agent identity id (a name or
+// Shared): replies to it can be read with its credential and no other.
+func AgentInboxOf(id string) string { return AgentInbox + "." + id }
+
+// AppInboxOf is the inbox prefix of application identity id.
+func AppInboxOf(id string) string { return AppInbox + "." + id }
+
+// InInbox reports whether reply lies inside the inbox space prefix: it is
+// prefix, a '.', and one or more non-empty tokens, with no wildcard
+// character ('*', '>') and no white space or control character anywhere.
+func InInbox(reply, prefix string) bool {
+	if len(reply) <= len(prefix)+1 || !strings.HasPrefix(reply, prefix+".") {
+		return false
+	}
+	rest := reply[len(prefix)+1:]
+	if rest[0] == '.' || rest[len(rest)-1] == '.' || strings.Contains(rest, "..") {
+		return false
+	}
+	for i := 0; i < len(rest); i++ {
+		if c := rest[i]; c <= ' ' || c == '*' || c == '>' || c == 0x7f {
+			return false
+		}
+	}
+	return true
+}
+
+// Outputs. The output sink delivers a step's result on
+//
+//	gatehouse.v1.output.<app>.<run>
+//
+// where <app> is the application identity that opened the run's work, so
+// an application's credential can read its own runs' outputs and no other
+// application's.
+const (
+	// OutputPrefix is followed by an application identity and a run id.
+	OutputPrefix = Prefix + ".output"
+	// OutputStream keeps delivered outputs (subjects gatehouse.v1.output.>)
+	// so a caller that was not listening can still read a run's results.
+	OutputStream = "GATEHOUSE_OUTPUTS"
+)
+
+// Output returns the subject the outputs of run, opened by application
+// app, are delivered on.
+func Output(app, run string) string { return OutputPrefix + "." + app + "." + run }
+
+// OutputsOf matches the outputs of every run application app opened.
+func OutputsOf(app string) string { return OutputPrefix + "." + app + ".>" }
 
 // Buckets of the artifact and memory sinks on the embedded default.
 const (
@@ -85,9 +256,9 @@ const (
 //
 //	gatehouse.v1.peer.<agent>.<run>
 //
-// <run> is the run the recipient acts in for this message: the sender's run
-// for a send, the new sub-run for a delegation, the recipient's own run of
-// the same work for a broadcast. Messages are stored in PeerStream
+// <run> is the run the message is about: the sender's run for a send, the
+// new sub-run (the recipient's to act in) for a delegation, the recipient's
+// own run of the same work for a broadcast. Messages are stored in PeerStream
 // (work-queue retention), one durable pull consumer per agent named by
 // PeerConsumer, which only the broker creates; agents fetch from it.
 const (
@@ -117,30 +288,34 @@ func PeerFilter(agent string) string { return PeerPrefix + "." + agent + ".>" }
 // PeerConsumer names agent's durable consumer on PeerStream.
 func PeerConsumer(agent string) string { return PeerConsumerPrefix + agent }
 
-// AgentInboxOf is the inbox prefix of an agent connecting with its own
-// credential: replies to it can be read with that credential and no other
-// agent's.
-func AgentInboxOf(agent string) string { return AgentInbox + "." + agent }
-
-// MaxAgentLen bounds an agent name used in subjects.
+// MaxAgentLen bounds an agent or application name used in subjects.
 const MaxAgentLen = 64
 
-// ValidAgent reports whether name can stand as one subject token, a
-// consumer name and a KV key part: 1 to MaxAgentLen ASCII letters, digits,
-// '-' and '_'. Anything else ('.', '*', '>', spaces, non-ASCII) could
-// change which subjects a message or permission covers, so it is refused.
-func ValidAgent(name string) bool {
-	if name == "" || len(name) > MaxAgentLen {
+// ValidName reports whether name can name an agent or an application: one
+// subject token, a consumer name and a KV key part, 1 to MaxAgentLen ASCII
+// letters, digits, '-' and '_', the first a letter or digit. Anything else
+// ('.', '*', '>', spaces, non-ASCII) could change which subjects a message
+// or permission covers, and a leading '_' is Gatehouse's (Shared), so
+// both are refused.
+func ValidName(name string) bool {
+	if name == "" || len(name) > MaxAgentLen || !alnum(name[0]) {
 		return false
 	}
-	for i := 0; i < len(name); i++ {
-		c := name[i]
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
+	for i := 1; i < len(name); i++ {
+		if c := name[i]; !alnum(c) && c != '-' && c != '_' {
 			return false
 		}
 	}
 	return true
 }
+
+// ValidAgent reports whether name can name an agent (ValidName).
+func ValidAgent(name string) bool { return ValidName(name) }
+
+// ValidIdentity reports whether id is an identity token: a name or Shared.
+func ValidIdentity(id string) bool { return id == Shared || ValidName(id) }
+
+func alnum(c byte) bool { return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' }
 
 // Buckets of the provider sink on the embedded default.
 const (
@@ -156,17 +331,12 @@ const (
 )
 
 // Approvals. An application's backend (app credentials) submits decisions
-// signed with the deployment's key on ApprovalDecide and reads requests on
-// ApprovalList and ApprovalGet; agents may not use any of them.
+// signed with the deployment's key on App(app, ApprovalDecideOp) (an
+// approval.SignedAssertion, a decision or a reconciliation; the reply
+// carries the request) and reads requests on ApprovalListOp ({"states":
+// [...], "tenant": "", "limit": 0}) and ApprovalGetOp ({"id": "ap_..."});
+// agents may not use any of them, nor may an application bound to tenants.
 const (
-	ApprovalPrefix = Prefix + ".approval"
-	// ApprovalDecide takes an approval.SignedAssertion (a decision or a
-	// reconciliation) and replies with the request.
-	ApprovalDecide = ApprovalPrefix + ".decide"
-	// ApprovalList takes {"states": [...], "tenant": "", "limit": 0}.
-	ApprovalList = ApprovalPrefix + ".list"
-	// ApprovalGet takes {"id": "ap_..."}.
-	ApprovalGet = ApprovalPrefix + ".get"
 	// ApprovalsBucket is the JetStream KV bucket holding approval requests
 	// and claims on the embedded default.
 	ApprovalsBucket = "gatehouse_approvals"

@@ -45,6 +45,7 @@ func cmdApprove(ctx context.Context, env *cliEnv, args []string) error {
 	sub := args[0]
 	fs := newEnvFlags(env, "approve "+sub, approveUsage)
 	cf.register(fs)
+	cf.registerApp(fs)
 	fs.Var(&states, "state", "list: only these states (pending, approved, refused, claimed, settled, outcome_unknown, reconciled, reopened)")
 	fs.StringVar(&tenant, "tenant", "", "list: only this tenant")
 	fs.IntVar(&limit, "limit", 0, "list: at most this many, newest first")
@@ -65,17 +66,8 @@ func cmdApprove(ctx context.Context, env *cliEnv, args []string) error {
 	defer c.Close()
 	ctx, cancel := context.WithTimeout(ctx, cf.timeout)
 	defer cancel()
-	call := func(subj string, in any) (*broker.ApprovalReply, error) {
-		b, _ := json.Marshal(in)
-		msg, err := c.Conn().RequestWithContext(ctx, subj, b)
-		if err != nil {
-			return nil, fmt.Errorf("request %s: %w", subj, err)
-		}
-		var rep broker.ApprovalReply
-		if err := json.Unmarshal(msg.Data, &rep); err != nil {
-			return nil, fmt.Errorf("reply is not JSON: %w", err)
-		}
-		return &rep, nil
+	call := func(op string, in any) (*broker.ApprovalReply, error) {
+		return c.Approval(ctx, op, in)
 	}
 	show := func(rep *broker.ApprovalReply) error {
 		if cf.json {
@@ -107,7 +99,7 @@ func cmdApprove(ctx context.Context, env *cliEnv, args []string) error {
 		for i, s := range states {
 			ss[i] = approval.State(s)
 		}
-		rep, err := call(subject.ApprovalList, broker.ApprovalQuery{States: ss, Tenant: tenant, Limit: limit})
+		rep, err := call(subject.ApprovalListOp, broker.ApprovalQuery{States: ss, Tenant: tenant, Limit: limit})
 		if err != nil {
 			return err
 		}
@@ -117,7 +109,7 @@ func cmdApprove(ctx context.Context, env *cliEnv, args []string) error {
 		if err != nil {
 			return err
 		}
-		rep, err := call(subject.ApprovalGet, broker.ApprovalQuery{ID: id})
+		rep, err := call(subject.ApprovalGetOp, broker.ApprovalQuery{ID: id})
 		if err != nil {
 			return err
 		}
@@ -138,7 +130,7 @@ func cmdApprove(ctx context.Context, env *cliEnv, args []string) error {
 		if err != nil {
 			return usageError("--key: %v", err)
 		}
-		got, err := call(subject.ApprovalGet, broker.ApprovalQuery{ID: id})
+		got, err := call(subject.ApprovalGetOp, broker.ApprovalQuery{ID: id})
 		if err != nil {
 			return err
 		}
@@ -154,7 +146,7 @@ func cmdApprove(ctx context.Context, env *cliEnv, args []string) error {
 		if err != nil {
 			return err
 		}
-		rep, err := call(subject.ApprovalDecide, sa)
+		rep, err := call(subject.ApprovalDecideOp, sa)
 		if err != nil {
 			return err
 		}

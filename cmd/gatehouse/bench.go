@@ -38,7 +38,9 @@ requests per second, and the p50 as a multiple of the bare p50.
 recorded, one a line, so a test can look for each in the journal.
 
 It finds NATS like the other client commands (--nats-url, or the local
-serve's endpoints file); --observer-creds (default: the local serve's broker
+serve's endpoints file); --creds is the agents' credential (the shared
+agent's: bench opens runs without an agent), --app-creds the one it opens
+work with, and --observer-creds (default: the local serve's broker
 credential, if any) is used for the journal lag and the bare responder.
 Exit status: 0 when it ran and at least one decision was recorded, 1 when
 none was, 2 on bad usage.
@@ -97,6 +99,7 @@ type benchConfig struct {
 	sink          string
 	acked         string
 	observerCreds string
+	appCreds      string
 	tenant        string
 }
 
@@ -112,6 +115,7 @@ func cmdBench(ctx context.Context, env *cliEnv, args []string) error {
 	fs.StringVar(&c.acked, "acked", "", "write each recorded decision's run and effect id to this file")
 	fs.StringVar(&c.observerCreds, "observer-creds", "", "nkey seed for the journal lag and bare responder (default: the local serve's broker credential)")
 	fs.StringVar(&c.tenant, "tenant", "bench", "tenant of the runs bench opens")
+	fs.StringVar(&c.appCreds, "app-creds", "", "nkey seed bench opens work with (default: --creds, else the local serve's app credential)")
 	if _, err := fs.parse(args); err != nil {
 		return err
 	}
@@ -213,7 +217,11 @@ func printBench(env *cliEnv, r *benchReport) {
 // benchGatehouse runs the agents and returns the figures and the
 // "<run> <effect>\n" lines of every recorded decision.
 func benchGatehouse(ctx context.Context, env *cliEnv, c *benchConfig) (benchFigures, []string, error) {
-	app, err := c.cf.dial(client.App)
+	acf := c.cf
+	if c.appCreds != "" {
+		acf.creds = c.appCreds
+	}
+	app, err := acf.dial(client.App)
 	if err != nil {
 		return benchFigures{}, nil, err
 	}

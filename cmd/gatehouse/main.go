@@ -77,6 +77,9 @@ Commands:
   writer    run only the journal writer against an existing NATS
   work      open or close work on behalf of a person (an application's side)
   effect    propose an effect for a run (an agent's side)
+  mcp       serve Gatehouse to an agent's MCP client (stdio); MCP tokens; upstream MCP servers' pinned tools
+  agents    named agents: add, rotate, remove, list (each its own NATS credential)
+  apps      named applications: add, rotate, remove, list
   approve   list, show, approve, refuse or reconcile approval requests (a backend's side, signed)
   verify    check a journal offline: no keys, no network
   checkpoint sign a checkpoint of the journal's head log now and have witnesses cosign it
@@ -109,8 +112,14 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 		return cmdWork(ctx, env, rest)
 	case "effect":
 		return cmdEffect(ctx, env, rest)
+	case "mcp":
+		return cmdMCP(ctx, env, rest)
 	case "approve":
 		return cmdApprove(ctx, env, rest)
+	case "agents":
+		return cmdAgents(ctx, env, rest)
+	case "apps":
+		return cmdApps(ctx, env, rest)
 	case "policy":
 		return cmdPolicy(ctx, env, rest)
 	case "users":

@@ -7,16 +7,22 @@ import (
 	"log/slog"
 	"strings"
 
+	"github.com/gatehouse/gatehouse/policy"
 	"github.com/gatehouse/gatehouse/sandbox"
 )
 
-const sandboxUsage = `Usage: gatehouse sandbox check [--tiers T,T] [--json]
+const sandboxUsage = `Usage: gatehouse sandbox check [--tiers T,T] [--sandbox-uid N|FIRST-LAST] [--json]
 
-Self-tests every sandbox tier on this machine, in order (bubblewrap as an
-unprivileged uid, Go namespaces, Landlock with seccomp), and prints which
-one the code sink would use and what each probe found: a probe inside the
-sandbox tries to reach a listener on 127.0.0.1, write a canary and read a
-file outside its workspace, and reads its capabilities; it must fail at
+Self-tests, on this machine, how host commands run (the process sink and
+unconfined code: as a uid of --sandbox-uid, never this process's, with no
+group, capability or way to regain privilege, in a pid namespace of their
+own), then every sandbox tier in order (bubblewrap as an unprivileged uid,
+Go namespaces, Landlock with seccomp), and prints which tier the code sink
+would use and what each probe found: a probe inside the sandbox tries to
+reach listeners on 127.0.0.1, write a canary and read files outside its
+workspace (one of them 0600, as DATA_DIR's are), see, signal or ptrace a
+host process of its own uid and the broker, read another process's command
+line or environment from /proc, and reads its capabilities; it must fail at
 all of those and succeed in writing its workspace.
 
 Exit status: 0 a confined tier works, 1 only "unconfined" is left.
@@ -33,17 +39,17 @@ func cmdSandbox(ctx context.Context, env *cliEnv, args []string) error {
 	}
 	var (
 		tiers  listFlag
-		uid    int
+		uids   string
 		asJSON bool
 	)
 	fs := newEnvFlags(env, "sandbox check", sandboxUsage)
 	fs.Var(&tiers, "tiers", "tiers to try, in order (bubblewrap, namespaces, landlock, unconfined)")
-	fs.intVar(&uid, "sandbox-uid", 65534, "the unprivileged uid the child runs as")
+	fs.stringVar(&uids, "sandbox-uid", defaultSandboxUIDs, sandboxUIDUsage)
 	fs.BoolVar(&asJSON, "json", false, "print the report as JSON")
 	if _, err := fs.parse(args[1:]); err != nil {
 		return err
 	}
-	cfg, err := sandboxConfig(tiers, uid)
+	cfg, err := sandboxConfig(tiers, uids)
 	if err != nil {
 		return err
 	}
@@ -55,6 +61,21 @@ func cmdSandbox(ctx context.Context, env *cliEnv, args []string) error {
 		}
 	} else {
 		fmt.Fprintf(env.stdout, "sandbox: %s (confined: %v)\n", rep.Chosen, rep.Confined)
+		h := rep.Host
+		state := fmt.Sprintf("uids %s, one per run", h.UIDs)
+		if !strings.Contains(h.UIDs, "-") {
+			state = fmt.Sprintf("uid %s, shared by every run", h.UIDs)
+		}
+		switch {
+		case !h.SeparateUID:
+			state = "AS THIS PROCESS'S OWN USER (serve refuses them in strict mode): " + h.Err
+		case h.OwnPID:
+			state += ", own pid namespace"
+		default:
+			state += ", host processes visible"
+		}
+		fmt.Fprintf(env.stdout, "  host commands: %s\n", state)
+		printProbes(env, h.Probes)
 		for _, t := range rep.Tiers {
 			state := "not confined"
 			if t.Confined {
@@ -64,13 +85,7 @@ func cmdSandbox(ctx context.Context, env *cliEnv, args []string) error {
 				state = "cannot start: " + t.Err
 			}
 			fmt.Fprintf(env.stdout, "  %-11s %s\n", t.Tier, state)
-			for _, p := range t.Probes {
-				mark := "ok  "
-				if !p.Contained {
-					mark = "FAIL"
-				}
-				fmt.Fprintf(env.stdout, "    %s %-16s %s\n", mark, p.Name, p.Detail)
-			}
+			printProbes(env, t.Probes)
 		}
 	}
 	if !rep.Confined {
@@ -79,9 +94,34 @@ func cmdSandbox(ctx context.Context, env *cliEnv, args []string) error {
 	return nil
 }
 
+func printProbes(env *cliEnv, probes []sandbox.Probe) {
+	for _, p := range probes {
+		mark := "ok  "
+		if !p.Contained {
+			mark = "FAIL"
+		}
+		fmt.Fprintf(env.stdout, "    %s %-16s %s\n", mark, p.Name, p.Detail)
+	}
+}
+
+// The --sandbox-uid flag of serve and sandbox check.
+var defaultSandboxUIDs = fmt.Sprintf("%d-%d", sandbox.DefaultFirstUID, sandbox.DefaultFirstUID+sandbox.DefaultUIDCount-1)
+
+const sandboxUIDUsage = "uids programs run as (never root or this process's own): FIRST-LAST gives each concurrent run a uid of its own (gid = the same number); one uid N is shared by every run; no account may hold a uid of a range"
+
 // sandboxConfig builds the sandbox configuration from flags.
-func sandboxConfig(tiers []string, uid int) (sandbox.Config, error) {
-	cfg := sandbox.Config{UID: uid, GID: uid}
+func sandboxConfig(tiers []string, uids string) (sandbox.Config, error) {
+	first, count, err := sandbox.ParseUIDs(uids)
+	if err != nil {
+		return sandbox.Config{}, usageError("--sandbox-uid: %v", err)
+	}
+	if count > 1 {
+		// Whatever is left of a run's uid is killed as the run's: a range must be Gatehouse's alone.
+		if acc := sandbox.Accounts(first, count); len(acc) > 0 {
+			return sandbox.Config{}, usageError("--sandbox-uid %s holds the uids of accounts %s; pick a range no account uses", uids, strings.Join(acc, ", "))
+		}
+	}
+	cfg := sandbox.Config{UID: first, GID: first, UIDs: count}
 	for _, t := range tiers {
 		switch tier := sandbox.Tier(strings.TrimSpace(t)); tier {
 		case sandbox.TierBwrap, sandbox.TierNamespaces, sandbox.TierLandlock, sandbox.TierUnconfined:
@@ -91,4 +131,27 @@ func sandboxConfig(tiers []string, uid int) (sandbox.Config, error) {
 		}
 	}
 	return cfg, nil
+}
+
+// sameUIDAllowed reports whether host commands and unconfined code may run as
+// serve's own user where it cannot switch uids: never in strict mode, which
+// answers them UNAVAILABLE instead; in report and off mode they run, and
+// their outcomes record uid and separate_uid false.
+func sameUIDAllowed(mode string) bool {
+	m, err := policy.ParseMode(mode)
+	return err == nil && m != policy.ModeStrict
+}
+
+// logHostIdentity says, at start, who host commands run as, loudly when it
+// is serve's own user.
+func logHostIdentity(sb *sandbox.Sandbox, mode string, log *slog.Logger) {
+	h := sb.Report().Host
+	switch {
+	case sb.SeparateUID():
+		log.Info("host commands and unconfined code run as sandbox uids", "uids", h.UIDs, "own_pid_namespace", h.OwnPID)
+	case sameUIDAllowed(mode):
+		log.Warn("HOST COMMANDS RUN AS GATEHOUSE'S OWN USER and can read DATA_DIR (keys, credentials, journal): this process cannot switch uids; run serve as root, or strict mode refuses them", "why", h.Err, "mode", mode)
+	default:
+		log.Warn("host commands and unconfined code are refused (UNAVAILABLE): this process cannot switch uids, and they would run as Gatehouse's own user; run serve as root to allow them", "why", h.Err)
+	}
 }

@@ -20,6 +20,7 @@ import (
 
 	"github.com/gatehouse/gatehouse/broker"
 	"github.com/gatehouse/gatehouse/broker/embedded"
+	"github.com/gatehouse/gatehouse/broker/identity"
 	"github.com/gatehouse/gatehouse/broker/journal"
 	"github.com/gatehouse/gatehouse/broker/subject"
 	"github.com/gatehouse/gatehouse/browser"
@@ -56,20 +57,23 @@ type serveConfig struct {
 	dataDir   string
 	natsURL   string
 	natsCreds string
-	natsHost  string
-	natsPort  int
-	httpAddr  string
-	mode      string
-	policy    string
-	noWriter  bool
-	replicas  int
-	logFormat string
-	logLevel  string
-	pprofAddr string
+	// natsReplies is the credential of the connection the broker answers
+	// on (embedded.RoleReplies' permissions); "" is natsCreds.
+	natsReplies string
+	natsHost    string
+	natsPort    int
+	httpAddr    string
+	mode        string
+	policy      string
+	noWriter    bool
+	replicas    int
+	logFormat   string
+	logLevel    string
+	pprofAddr   string
 
 	agents       listFlag
 	sandboxTiers listFlag
-	sandboxUID   int
+	sandboxUIDs  string
 
 	providers     string
 	credentials   string
@@ -80,6 +84,7 @@ type serveConfig struct {
 	redisURL      string
 	approvals     approvalFlags
 	integrity     integrityFlags
+	mcp           mcpFlags // mcpserve.go
 
 	journalCapture     string
 	journalContentDays int
@@ -94,6 +99,7 @@ func serveFlags(env *cliEnv, c *serveConfig) *flagSet {
 	fs.stringVar(&c.dataDir, "data-dir", ".gatehouse", "where the journal, the embedded NATS store and credentials live")
 	fs.stringVar(&c.natsURL, "nats-url", "", "use this NATS (with JetStream) instead of the embedded server")
 	fs.stringVar(&c.natsCreds, "nats-creds", "", "nkey seed file for --nats-url")
+	fs.stringVar(&c.natsReplies, "nats-replies-creds", "", "nkey seed file of the connection the broker answers requests on, one the server lets publish only into inbox spaces (gatehouse agents nats-conf); default --nats-creds")
 	fs.stringVar(&c.natsHost, "nats-host", "127.0.0.1", "address the embedded NATS listens on")
 	fs.intVar(&c.natsPort, "nats-port", 4222, "port the embedded NATS listens on (-1 picks a free one)")
 	fs.stringVar(&c.httpAddr, "http", "127.0.0.1:8080", "address of the web status page, /metrics, /healthz and /readyz")
@@ -101,9 +107,9 @@ func serveFlags(env *cliEnv, c *serveConfig) *flagSet {
 	fs.stringVar(&c.policy, "policy", "", "deployment rules file (JSON or YAML); empty: built-in rules only")
 	fs.boolVar(&c.noWriter, "no-writer", false, "do not run the journal writer in this process (run 'gatehouse writer' elsewhere)")
 	fs.intVar(&c.replicas, "replicas", 1, "JetStream replicas for the journal stream and buckets (3 on a cluster)")
-	fs.Var(&c.agents, "agents", "agents that get a NATS credential of their own (embedded NATS): each may read only its own peer messages and replies")
+	fs.Var(&c.agents, "agents", "agents that get a NATS credential of their own while serve runs, NAME or NAME=ORIGIN (see gatehouse agents add): each acts only on its own runs and reads only its own peer messages and replies")
 	fs.Var(&c.sandboxTiers, "sandbox-tiers", "sandbox tiers to try, in order (default bubblewrap,namespaces,landlock,unconfined; 'unconfined' alone forces it)")
-	fs.intVar(&c.sandboxUID, "sandbox-uid", 65534, "the unprivileged uid sandboxed programs run as")
+	fs.stringVar(&c.sandboxUIDs, "sandbox-uid", defaultSandboxUIDs, sandboxUIDUsage)
 	fs.stringVar(&c.providers, "providers", "", "provider catalogue (YAML or JSON): providers and integrations; without it the provider sink is off")
 	fs.stringVar(&c.credentials, "credentials", "", "people's provider credentials (YAML, mode 0600); default: the JetStream KV credential store")
 	fs.stringVar(&c.grounding, "grounding", "", "grounding rules file (YAML or JSON)")
@@ -113,6 +119,7 @@ func serveFlags(env *cliEnv, c *serveConfig) *flagSet {
 	fs.stringVar(&c.redisURL, "redis-url", "", "keep memories in Redis (redis://host:port/db) instead of JetStream KV")
 	c.approvals.register(fs)
 	c.integrity.register(fs)
+	c.mcp.register(fs)
 	fs.stringVar(&c.journalCapture, "journal-capture", envOr(env, "JOURNAL_CAPTURE", "full"), "what is kept of what decisions depended on, beside the journal in DATA_DIR/content: full (replayable), digests (verifiable only) or off (also $JOURNAL_CAPTURE)")
 	fs.stringVar(&c.contentStore, "content-store", "dir", "where captured content is kept: dir (DATA_DIR/content, this host only) or objectstore (the NATS Object Store bucket gatehouse_content, shared by every broker of a cluster)")
 	fs.stringVar(&c.journalDurability, "journal-durability", durabilityAuto, durabilityUsage)
@@ -133,41 +140,67 @@ func cmdServe(ctx context.Context, env *cliEnv, args []string) error {
 	if err != nil {
 		return usageError("--mode: %v", err)
 	}
-	if _, err := sandboxConfig(c.sandboxTiers, c.sandboxUID); err != nil {
+	if _, err := sandboxConfig(c.sandboxTiers, c.sandboxUIDs); err != nil {
 		return err
 	}
 	log, err := newLogger(env, c.logFormat, c.logLevel)
 	if err != nil {
 		return err
 	}
-	if err := os.MkdirAll(c.dataDir, 0o700); err != nil {
-		return fmt.Errorf("data dir: %w", err)
+	if c.dataDir, err = secureDataDir(c.dataDir, log); err != nil {
+		return err // before anything is written into it
 	}
-	abs, _ := filepath.Abs(c.dataDir)
-	c.dataDir = abs
 	stopPprof, err := startPprof(c.pprofAddr, log)
 	if err != nil {
 		return err
 	}
 	defer stopPprof()
 
-	// NATS: embedded unless a URL is given.
+	// Identities: the register (gatehouse agents/apps) and --agents.
+	flagAgents, err := parseAgentsFlag(c.agents)
+	if err != nil {
+		return err
+	}
+	idReg, err := loadIdentities(c.dataDir, flagAgents)
+	if err != nil {
+		return err
+	}
+	ids := &identities{dataDir: c.dataDir, flag: flagAgents, holder: identity.NewHolder(idReg), log: log}
+
+	// NATS: embedded unless a URL is given. nc is the broker's own
+	// connection (streams, buckets); rc the one it answers requests on.
 	var ns *embedded.Server
-	var nc *nats.Conn
+	var nc, rc *nats.Conn
 	if c.natsURL == "" {
-		ns, err = embedded.Start(embedded.Config{Dir: filepath.Join(c.dataDir, "nats"), Host: c.natsHost, Port: c.natsPort, Agents: c.agents, Logger: log})
+		ns, err = embedded.Start(embedded.Config{Dir: filepath.Join(c.dataDir, "nats"), Host: c.natsHost, Port: c.natsPort, Identities: idReg, Logger: log})
 		if err != nil {
 			return err
 		}
 		defer ns.Shutdown()
-		nc, err = ns.Connect(embedded.RoleBroker)
+		ids.ns = ns
+		if nc, err = ns.Connect(embedded.RoleBroker); err == nil {
+			rc, err = ns.Connect(embedded.RoleReplies)
+		}
 	} else {
-		nc, err = connectNATS(c.natsURL, c.natsCreds, "gatehouse-serve")
+		replies := c.natsReplies
+		if replies == "" {
+			replies = c.natsCreds
+		}
+		if nc, err = connectNATS(c.natsURL, c.natsCreds, "gatehouse-serve"); err == nil {
+			rc, err = connectNATS(c.natsURL, replies, "gatehouse-replies")
+		}
 	}
 	if err != nil {
 		return fmt.Errorf("connect broker to NATS: %w", err)
 	}
 	defer nc.Close()
+	defer rc.Close()
+	if err := broker.ProbeReplies(rc); err != nil {
+		if ns != nil {
+			return fmt.Errorf("embedded NATS: %w", err)
+		}
+		log.Error("the NATS server lets the connection the broker answers on publish outside inbox spaces: replies are kept to each requester's inbox by the broker's check alone; give it --nats-replies-creds with the replies permissions (gatehouse agents nats-conf)", "err", err)
+	}
 	natsURL := c.natsURL
 	if ns != nil {
 		natsURL = ns.URL
@@ -247,8 +280,8 @@ func cmdServe(ctx context.Context, env *cliEnv, args []string) error {
 	if err != nil {
 		return err
 	}
-	b, err := broker.New(broker.Config{Mode: mode, Logger: log, Metrics: metrics, Approvals: apv, Content: capture, Requests: reqIDs},
-		runs, rec, pol, sinks.sinks...)
+	b, err := broker.New(broker.Config{Mode: mode, Logger: log, Metrics: metrics, Approvals: apv, Content: capture, Requests: reqIDs,
+		Identities: ids.holder}, runs, rec, pol, sinks.sinks...)
 	if err != nil {
 		return err
 	}
@@ -259,7 +292,13 @@ func cmdServe(ctx context.Context, env *cliEnv, args []string) error {
 	pols := &policyHolder{path: c.policy, log: log, broker: b, capture: capture, pol: pol, err: polErr,
 		groundingPath: c.grounding, provider: prov, groundErr: sinks.groundingErr}
 	defer pols.reloadOnHangup(ctx)()
-	svc, err := broker.Serve(nc, b, broker.ServiceConfig{})
+	// The register is re-read when gatehouse agents/apps change it.
+	stopIdentities, err := ids.watch(ctx)
+	if err != nil {
+		return err
+	}
+	defer stopIdentities()
+	svc, err := broker.Serve(rc, b, broker.ServiceConfig{})
 	if err != nil {
 		return err
 	}
@@ -320,7 +359,17 @@ func cmdServe(ctx context.Context, env *cliEnv, args []string) error {
 		return fmt.Errorf("web server on %s: %w (use --http to pick another address)", c.httpAddr, err)
 	}
 
+	mcpSrv, err := c.mcp.startHTTP(&c, ns, natsURL, b, log)
+	if err != nil {
+		_ = srv.Shutdown(ctx)
+		_ = svc.Close()
+		return fmt.Errorf("--mcp-http %s: %w", c.mcp.httpAddr, err)
+	}
+	defer mcpSrv.stop()
 	ep := endpoints{NATSURL: natsURL, HTTP: srv.URL(), JournalDir: c.journalDir()}
+	if mcpSrv != nil {
+		ep.MCP = mcpSrv.URL()
+	}
 	if ns != nil {
 		ep.AppCreds = embedded.CredsPath(filepath.Join(c.dataDir, "nats"), embedded.RoleApp)
 		ep.AgentCreds = embedded.CredsPath(filepath.Join(c.dataDir, "nats"), embedded.RoleAgent)
@@ -337,10 +386,16 @@ func cmdServe(ctx context.Context, env *cliEnv, args []string) error {
   sandbox     %s (confined: %v)
 `, version, mode, redactURL(natsURL), map[bool]string{true: " (embedded)", false: ""}[ns != nil], srv.URL(), srv.URL(), c.journalDir(), policyName(c.policy), os.Getpid(), sb.Tier(), sb.Confined())
 	if ns != nil {
-		fmt.Fprintf(env.stdout, "  app creds   %s\n  agent creds %s (shared)\n", ep.AppCreds, ep.AgentCreds)
-		for _, a := range c.agents {
-			fmt.Fprintf(env.stdout, "  agent %-5s %s\n", a, embedded.AgentCredsPath(filepath.Join(c.dataDir, "nats"), a))
+		fmt.Fprintf(env.stdout, "  app creds   %s (shared)\n  agent creds %s (shared: runs opened without --agent only)\n", ep.AppCreds, ep.AgentCreds)
+		for _, a := range idReg.Agents {
+			fmt.Fprintf(env.stdout, "  agent %-5s %s (origin %s)\n", a.Name, embedded.AgentCredsPath(filepath.Join(c.dataDir, "nats"), a.Name), a.EffectiveOrigin())
 		}
+		for _, a := range idReg.Apps {
+			fmt.Fprintf(env.stdout, "  app %-7s %s\n", a.Name, embedded.AppCredsPath(filepath.Join(c.dataDir, "nats"), a.Name))
+		}
+	}
+	if mcpSrv != nil {
+		fmt.Fprintf(env.stdout, "  mcp         %s?run=RUN (bearer tokens in %s)\n", mcpSrv.URL(), mcpTokenDir(c.dataDir))
 	}
 	if setupToken != "" {
 		fmt.Fprintf(env.stdout, "  first run   no dashboard user yet: create the admin at %s/setup?token=%s\n              (or: gatehouse users add NAME --role admin --data-dir %s)\n", srv.URL(), setupToken, c.dataDir)
@@ -357,6 +412,7 @@ func cmdServe(ctx context.Context, env *cliEnv, args []string) error {
 	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	_ = srv.Shutdown(sctx)
+	mcpSrv.stop()
 	_ = svc.Close()
 	_ = b.Flush(sctx) // the outcomes of the last effects answered
 	if loop != nil && runErr == nil && loop.Ready() == nil {
@@ -375,6 +431,7 @@ func cmdServe(ctx context.Context, env *cliEnv, args []string) error {
 		default:
 		}
 	}
+	_ = rc.Drain()
 	_ = nc.Drain()
 	_ = os.Remove(filepath.Join(c.dataDir, endpointsFile))
 	fmt.Fprintln(env.stdout, "Gatehouse stopped.")
@@ -401,7 +458,7 @@ func (s *sinkSet) close() {
 
 // detectSandbox self-tests the sandbox tiers and says what it found.
 func detectSandbox(ctx context.Context, c *serveConfig, log *slog.Logger) *sandbox.Sandbox {
-	cfg, _ := sandboxConfig(c.sandboxTiers, c.sandboxUID) // checked by cmdServe before anything started
+	cfg, _ := sandboxConfig(c.sandboxTiers, c.sandboxUIDs) // checked by cmdServe before anything started
 	cfg.Logger = log
 	sb, rep := sandbox.Detect(ctx, cfg)
 	if sb.Confined() {
@@ -409,6 +466,7 @@ func detectSandbox(ctx context.Context, c *serveConfig, log *slog.Logger) *sandb
 	} else {
 		log.Warn("no confined sandbox tier works here: strict mode refuses model code (unconfined-execution) unless a rule allows it; see 'gatehouse sandbox check'", "tiers", rep.Tiers)
 	}
+	logHostIdentity(sb, c.mode, log)
 	return sb
 }
 
@@ -430,13 +488,14 @@ func openSinks(ctx context.Context, js jetstream.JetStream, c *serveConfig, sb *
 	}
 	s.sinks = append(s.sinks, artifact.New(art, artifact.Config{}))
 
-	codeSink := code.New(sb, code.Config{})
+	sameUID := sameUIDAllowed(c.mode)
+	codeSink := code.New(sb, code.Config{AllowSameUID: sameUID})
 	// Chromium starts on the first goto; screenshots go to the artifact
 	// store, under the names the artifact sink's get reads.
 	pool := browser.New(browser.Config{Logger: log, Artifacts: art,
 		ArtifactName: func(tenant, key string) string { return artifact.TenantDir(tenant) + "/" + key }})
 	s.closers = append(s.closers, pool.Close)
-	s.sinks = append(s.sinks, out, peers, codeSink, process.New(process.Config{}), pool)
+	s.sinks = append(s.sinks, out, peers, codeSink, process.New(sb, process.Config{AllowSameUID: sameUID}), pool)
 	s.bind = append(s.bind, func(b *broker.Broker) { peers.Bind(b) }, func(b *broker.Broker) { codeSink.Bind(b) },
 		func(b *broker.Broker) { pool.Bind(b) })
 
@@ -465,8 +524,14 @@ func openSinks(ctx context.Context, js jetstream.JetStream, c *serveConfig, sb *
 	s.sinks = append(s.sinks, memory.New(mem, memory.Config{}))
 
 	prov, err := openProvider(ctx, js, c, &s.groundingErr, log)
-	if err != nil || prov == nil {
+	if err != nil {
 		return s, err
+	}
+	if err := c.mcp.openSink(ctx, js, c, sb, prov, s, log); err != nil { // mcpserve.go
+		return s, err
+	}
+	if prov == nil {
+		return s, nil
 	}
 	s.closers = append(s.closers, func() error { prov.Close(); return nil })
 	s.sinks = append(s.sinks, prov)
@@ -512,7 +577,7 @@ func openArtifactStore(ctx context.Context, js jetstream.JetStream, c *serveConf
 // (fail closed), the log says why and *groundingErr holds the read error.
 func openProvider(ctx context.Context, js jetstream.JetStream, c *serveConfig, groundingErr *error, log *slog.Logger) (*provider.Sink, error) {
 	if c.providers == "" {
-		if c.grounding != "" || c.credentials != "" {
+		if c.grounding != "" || (c.credentials != "" && c.mcp.servers == "") {
 			return nil, usageError("--grounding and --credentials need --providers")
 		}
 		return nil, nil
@@ -611,8 +676,8 @@ func newLogger(env *cliEnv, format, level string) (*slog.Logger, error) {
 	return nil, usageError("--log-format must be text or json, not %q", format)
 }
 
-func connectNATS(url, creds, name string) (*nats.Conn, error) {
-	opts := []nats.Option{nats.Name(name), nats.MaxReconnects(-1)}
+func connectNATS(url, creds, name string, extra ...nats.Option) (*nats.Conn, error) {
+	opts := append([]nats.Option{nats.Name(name), nats.MaxReconnects(-1)}, extra...)
 	if creds != "" {
 		o, err := nats.NkeyOptionFromSeed(creds)
 		if err != nil {
@@ -631,6 +696,7 @@ type endpoints struct {
 	JournalDir string `json:"journal_dir"`
 	AppCreds   string `json:"app_creds,omitempty"`
 	AgentCreds string `json:"agent_creds,omitempty"`
+	MCP        string `json:"mcp,omitempty"` // the streamable HTTP MCP endpoint
 }
 
 const endpointsFile = "endpoints.json"

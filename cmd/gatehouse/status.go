@@ -161,7 +161,9 @@ func cmdStatus(ctx context.Context, env *cliEnv, args []string) error {
 			return &exitError{code: exitUsage, err: err}
 		}
 	}
-	nc, err := connectNATS(url, creds, "gatehouse-status")
+	// Brokers answer micro discovery only into inbox spaces; the operator
+	// tools' is _INBOX_ops.
+	nc, err := connectNATS(url, creds, "gatehouse-status", nats.CustomInboxPrefix(subject.OpsInbox))
 	if err != nil {
 		return &exitError{code: exitUsage, err: fmt.Errorf("connect to NATS at %s: %w", redactURL(url), err)}
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"time"
@@ -17,6 +18,7 @@ import (
 // connFlags are the flags every client command shares.
 type connFlags struct {
 	agent   string // a named agent's own credential (effect only)
+	app     string // a named application's own credential (work, approve)
 	dataDir string
 	natsURL string
 	creds   string
@@ -32,13 +34,24 @@ func (c *connFlags) register(fs *flagSet) {
 	fs.BoolVar(&c.json, "json", false, "print the reply as JSON")
 }
 
+// registerApp adds --app, for the commands an application runs.
+func (c *connFlags) registerApp(fs *flagSet) {
+	fs.stringVar(&c.app, "app", "", "connect as this named application, with its own credential (gatehouse apps add); default the shared app credential")
+}
+
 // dial connects as role, filling the URL and credentials from the local
 // server's endpoints file when not given.
 func (c *connFlags) dial(role client.Role) (*client.Client, error) {
 	url, creds := c.natsURL, c.creds
+	// A named identity's seed is the one `gatehouse agents/apps add` made
+	// in the data dir, if there is one (a NATS without auth needs none).
 	if role == client.Agent && c.agent != "" && creds == "" {
-		creds = embedded.AgentCredsPath(filepath.Join(c.dataDir, "nats"), c.agent)
+		creds = existing(embedded.AgentCredsPath(filepath.Join(c.dataDir, "nats"), c.agent))
 	}
+	if role == client.App && c.app != "" && creds == "" {
+		creds = existing(embedded.AppCredsPath(filepath.Join(c.dataDir, "nats"), c.app))
+	}
+	named := c.agent != "" && role == client.Agent || c.app != "" && role == client.App
 	if url == "" || creds == "" {
 		ep, err := readEndpoints(c.dataDir)
 		if err != nil && url == "" {
@@ -48,7 +61,7 @@ func (c *connFlags) dial(role client.Role) (*client.Client, error) {
 			if url == "" {
 				url = ep.NATSURL
 			}
-			if creds == "" {
+			if creds == "" && !named {
 				creds = map[client.Role]string{client.App: ep.AppCreds, client.Agent: ep.AgentCreds}[role]
 			}
 		}
@@ -56,15 +69,28 @@ func (c *connFlags) dial(role client.Role) (*client.Client, error) {
 	if role == client.Agent && c.agent != "" {
 		return client.DialAgent(url, c.agent, creds)
 	}
+	if role == client.App && c.app != "" {
+		return client.DialApp(url, c.app, creds)
+	}
 	return client.Dial(url, role, creds)
 }
 
+// existing is path if a file is there, else "".
+func existing(path string) string {
+	if _, err := os.Stat(path); err != nil {
+		return ""
+	}
+	return path
+}
+
 const workUsage = `Usage:
-  gatehouse work open --tenant T --person P [--scope S]... [--agent A] [--mandate-* ...]
-  gatehouse work close RUN [--status S]
+  gatehouse work open --tenant T --person P [--scope S]... [--agent A] [--mandate-* ...] [--app APP]
+  gatehouse work close RUN [--status S] [--app APP]
 
 An application's side: open work on behalf of a person and get a run id to
-hand to an agent, or close a run. Whom work is for comes only from here.
+hand to an agent, or close a run. Whom work is for comes only from here,
+and the run is bound to the agent named (only its credential may act on
+it) and to the application that opened it (only it may close it).
 `
 
 func cmdWork(ctx context.Context, env *cliEnv, args []string) error {
@@ -91,9 +117,10 @@ func cmdWorkOpen(ctx context.Context, env *cliEnv, args []string) error {
 	)
 	fs := newEnvFlags(env, "work open", workUsage)
 	cf.register(fs)
+	cf.registerApp(fs)
 	fs.StringVar(&w.Tenant, "tenant", "", "the tenant the person belongs to (required)")
 	fs.StringVar(&w.Person, "person", "", "the person the work is for (required)")
-	fs.StringVar(&w.Agent, "agent", "", "the agent doing the work; its card in the policy then applies")
+	fs.StringVar(&w.Agent, "agent", "", "the agent doing the work: only that agent's own credential may act on the run (gatehouse agents add), and its card in the policy applies; none: the shared agent credential")
 	fs.Var(&scopes, "scope", "a scope the person holds (repeat or comma-separate)")
 	fs.Var(&mSystems, "mandate-systems", "mandate: the systems handed over (providers or sinks)")
 	fs.Var(&mEffects, "mandate-effects", "mandate: the effects handed over (read, write, destructive, notify)")
@@ -159,6 +186,7 @@ func cmdWorkClose(ctx context.Context, env *cliEnv, args []string) error {
 	)
 	fs := newEnvFlags(env, "work close", workUsage)
 	cf.register(fs)
+	cf.registerApp(fs)
 	fs.StringVar(&status, "status", "done", "how the work ended")
 	pos, err := fs.parse(args)
 	if err != nil {
@@ -220,9 +248,9 @@ func cmdEffect(ctx context.Context, env *cliEnv, args []string) error {
 	fs.StringVar(&req.Run, "run", "", "the run id the application opened (required)")
 	fs.StringVar(&req.Action, "action", "", "the sink's action (output: deliver)")
 	fs.StringVar(&params, "params", "", "the sink's params as a JSON object")
-	fs.StringVar(&origin, "origin", "", "where the code came from: shipped, runtime, registry, model, direct")
-	fs.StringVar(&req.Tool, "tool", "", "the tool name agent cards match (default SINK.ACTION)")
-	fs.StringVar(&cf.agent, "agent", "", "connect as this named agent, with its own credential (serve --agents)")
+	fs.StringVar(&origin, "origin", "", "normally left out: Gatehouse establishes the origin (model, or what the deployment declared for --agent); naming another is refused")
+	fs.StringVar(&req.Tool, "tool", "", "normally left out: Gatehouse names the effect SINK.ACTION; naming another is refused")
+	fs.StringVar(&cf.agent, "agent", "", "connect as this named agent, with its own credential (gatehouse agents add, serve --agents)")
 	fs.StringVar(&status, "status", "ok", "output: the step's status")
 	fs.StringVar(&result, "result", "", "output: the step's result as JSON")
 	pos, err := fs.parse(args[1:])

@@ -8,10 +8,14 @@
 // present; .ci/install-deps builds it ahead of the tests. $GATEHOUSE_NATS_SERVER
 // names another binary.
 //
-// Every server has two accounts: GATEHOUSE (JetStream on), which a client
-// with no credentials joins (no_auth_user), and the system account SYS, which
+// Every server has two accounts: GATEHOUSE (JetStream on), whose users are
+// Gatehouse's roles with the permissions the embedded server gives them
+// (embedded.Users, rendered by embedded.UsersConf as an operator would with
+// `gatehouse agents nats-conf`), so the scaled-out shape enforces the same
+// identities and inbox-only replies; and the system account SYS, which
 // `gatehouse status` reads with SysUser and SysPassword to see every server's
-// JetStream state. Each process is owned by the test that started it and is
+// JetStream state. A client without credentials is refused. Creds gives each
+// role's seed. Each process is owned by the test that started it and is
 // killed at its cleanup.
 package cluster
 
@@ -33,6 +37,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/gatehouse/gatehouse/broker/embedded"
 	"github.com/gatehouse/gatehouse/sinks/sinktest"
 )
 
@@ -101,7 +106,13 @@ func (n *Node) URL() string { return "nats://127.0.0.1:" + strconv.Itoa(n.Port) 
 // NATS is a running NATS cluster.
 type NATS struct {
 	Nodes []*Node
+	// credsDir holds the roles' seeds (embedded.CredsPath).
+	credsDir string
+	users    string // the GATEHOUSE account's users list
 }
+
+// Creds is the seed file of role r on this cluster.
+func (c *NATS) Creds(r embedded.Role) string { return embedded.CredsPath(c.credsDir, r) }
 
 // URL lists every node's client URL, comma-separated, as nats.go and
 // `gatehouse --nats-url` take it: a client fails over between them.
@@ -118,7 +129,12 @@ func (c *NATS) URL() string {
 func StartNATS(t testing.TB, n int) *NATS {
 	t.Helper()
 	bin := NATSServer(t)
-	c := &NATS{}
+	c := &NATS{credsDir: filepath.Join(t.TempDir(), "nats")}
+	users, err := embedded.Users(c.credsDir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.users = embedded.UsersConf(users)
 	for i := range n {
 		c.Nodes = append(c.Nodes, &Node{Name: fmt.Sprintf("n%d", i+1), Port: FreePort(t), ClusterPort: FreePort(t), bin: bin})
 	}
@@ -155,16 +171,15 @@ listen: 127.0.0.1:%d
 jetstream { store_dir: %q }
 accounts {
   SYS { users: [ { user: %s, password: %s } ] }
-  GATEHOUSE { jetstream: enabled, users: [ { user: gatehouse, password: gatehouse-test-only } ] }
+  GATEHOUSE { jetstream: enabled, users: %s }
 }
 system_account: SYS
-no_auth_user: gatehouse
 cluster {
   name: gatehouse-test
   listen: 127.0.0.1:%d
   routes: [ %s ]
 }
-`, n.Name, n.Port, filepath.Join(n.dir, "js"), SysUser, SysPassword, n.ClusterPort, strings.Join(routes, ", "))
+`, n.Name, n.Port, filepath.Join(n.dir, "js"), SysUser, SysPassword, c.users, n.ClusterPort, strings.Join(routes, ", "))
 }
 
 func (n *Node) start() error {
@@ -243,7 +258,7 @@ func (c *NATS) WaitReady(timeout time.Duration) error {
 		}
 		var last error
 		for {
-			if last = jsReady(n.URL()); last == nil {
+			if last = jsReady(n.URL(), c.Creds(embedded.RoleBroker)); last == nil {
 				break
 			}
 			if time.Now().After(deadline) {
@@ -258,8 +273,12 @@ func (c *NATS) WaitReady(timeout time.Duration) error {
 	return nil
 }
 
-func jsReady(url string) error {
-	nc, err := nats.Connect(url, nats.Timeout(time.Second))
+func jsReady(url, creds string) error {
+	o, err := nats.NkeyOptionFromSeed(creds)
+	if err != nil {
+		return err
+	}
+	nc, err := nats.Connect(url, o, nats.Timeout(time.Second))
 	if err != nil {
 		return err
 	}

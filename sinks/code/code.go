@@ -20,6 +20,20 @@
 // (gateway_calls) and how many requests were refused before anything was
 // proposed (gateway_refused). Never the source or the output themselves.
 //
+// # Who a program runs as
+//
+// In a confined tier, as the tier runs it (sandbox/doc.go): the broker's
+// files are out of its view. In the unconfined tier (no tier proved
+// confined, or --sandbox-tiers unconfined, where an effects allow rule
+// must lift unconfined-execution in strict mode) it runs as a host command
+// does (see sinks/process): a uid of --sandbox-uid's range, no group, no
+// capability, no_new_privs, its own pid namespace and /proc. Where the
+// broker cannot switch uids, an unconfined program would run as the
+// broker's own user: unless Config.AllowSameUID (serve: report and off
+// mode), Describe then answers broker.ErrSinkUnavailable (UNAVAILABLE)
+// wrapping sandbox.ErrNoSeparateUID before anything is decided. The
+// outcome's detail records uid and separate_uid either way.
+//
 // # The provider gateway
 //
 // Once Bind has given the sink the broker, every program gets the sandbox's
@@ -28,8 +42,9 @@
 // ($GATEHOUSE_GATEWAY_IN). A request is the provider sink's params, a JSON
 // object ({"provider": "erp", "method": "GET", "path": "/invoices/7",
 // "atom": "erp.read"}); the sink proposes it through the broker as a
-// provider call of the same run with the code effect's own origin and tool,
-// so it is decided (the origin table, contracts, scopes, grounding,
+// provider call of the same run by Gatehouse itself (broker.Internal) with
+// the origin the broker established for the code effect, passed in
+// process, so it is decided (the origin table, contracts, scopes, grounding,
 // deployment rules), recorded and carried out like any agent's call, and
 // the reply is the broker's EffectReply. The program cannot choose its
 // origin: a request with an "origin" member other than the code's own is
@@ -77,6 +92,10 @@ type Config struct {
 	Limits sandbox.Limits
 	// MaxInput bounds source, stdin and files together (default 4 MiB).
 	MaxInput int
+	// AllowSameUID lets programs run unconfined as the broker's own user
+	// where no tier is confined and the sandbox cannot switch uids, instead
+	// of answering UNAVAILABLE. Such a program can read the broker's keys.
+	AllowSameUID bool
 	// Gateway proposes the provider calls programs make through the
 	// sandbox's gateway: the broker serving this sink. Usually nil here
 	// and given later with Bind, since the broker is built after its sinks.
@@ -87,7 +106,7 @@ type Config struct {
 // Proposer is what gateway calls are proposed through; *broker.Broker
 // satisfies it.
 type Proposer interface {
-	Propose(ctx context.Context, sink policy.Sink, data []byte) *broker.EffectReply
+	Propose(ctx context.Context, from broker.Caller, sink policy.Sink, data []byte) *broker.EffectReply
 }
 
 // DefaultPrograms are the interpreters offered when Config.Programs is nil.
@@ -204,6 +223,9 @@ func (s *Sink) Describe(ctx context.Context, run *broker.Run, req *broker.Effect
 	if origin == "" {
 		origin = policy.OriginModel // code whose origin is not said is held to the strictest rules
 	}
+	if err := s.runnable(); err != nil {
+		return nil, err
+	}
 	return &broker.Proposal{
 		Effect: policy.Effect{Sink: policy.SinkCode, Action: ActionRun, Origin: origin, Tool: req.Tool,
 			Target: p.Program, Confined: s.sb.Confined()},
@@ -211,6 +233,15 @@ func (s *Sink) Describe(ctx context.Context, run *broker.Run, req *broker.Effect
 		Digest: digestInput(&p),
 		State:  &state{p: p, prog: prog, lim: lim},
 	}, nil
+}
+
+// runnable refuses every run when programs would run unconfined as the
+// broker's own user (see the package comment, "Who a program runs as").
+func (s *Sink) runnable() error {
+	if s.sb.Confined() || s.sb.SeparateUID() || s.cfg.AllowSameUID {
+		return nil
+	}
+	return fmt.Errorf("%w: %w (%s): no sandbox tier is confined here, and unconfined code would run as Gatehouse's own user, with access to its keys, credentials and journal, so none runs; make a tier work (gatehouse sandbox check), run gatehouse serve as root so that code runs as a uid of --sandbox-uid, or use report mode, where it runs as the broker's user and the journal records it", broker.ErrSinkUnavailable, sandbox.ErrNoSeparateUID, s.sb.Report().Host.Err)
 }
 
 // digestInput is SHA-256 over everything the program is given, each part
@@ -249,7 +280,7 @@ func (s *Sink) Perform(ctx context.Context, run *broker.Run, req *broker.EffectR
 	}
 	var gw *gateway
 	if b := s.gateway.Load(); b != nil {
-		gw = &gateway{p: b.Proposer, run: run.ID, origin: prop.Effect.Origin, tool: req.Tool}
+		gw = &gateway{p: b.Proposer, run: run.ID, origin: prop.Effect.Origin}
 		spec.Gateway = gw.serve
 	}
 	res, err := s.sb.Run(ctx, spec)
@@ -273,7 +304,6 @@ type gateway struct {
 	p       Proposer
 	run     string
 	origin  policy.Origin
-	tool    string
 	calls   int // proposed to the broker
 	refused int // answered with an error before anything was proposed
 }
@@ -293,11 +323,13 @@ func (g *gateway) serve(ctx context.Context, line []byte) []byte {
 		return marshalReply(&broker.EffectReply{Run: g.run, Error: &broker.ErrorBody{Code: code, Message: err.Error() + "; " + advice}})
 	}
 	g.calls++
-	data, err := json.Marshal(broker.EffectRequest{Run: g.run, Action: gatewayAction, Origin: g.origin, Tool: g.tool, Params: params})
+	data, err := json.Marshal(broker.EffectRequest{Run: g.run, Action: gatewayAction, Params: params})
 	if err != nil { // params is a JSON object already decoded once
 		return marshalReply(&broker.EffectReply{Run: g.run, Error: &broker.ErrorBody{Code: broker.CodeInternal, Message: err.Error()}})
 	}
-	return marshalReply(g.p.Propose(ctx, policy.SinkProvider, data))
+	// The origin travels in process, as the sink established it for this
+	// program, never in a field the program could write.
+	return marshalReply(g.p.Propose(ctx, broker.Internal(g.origin), policy.SinkProvider, data))
 }
 
 // params checks a request is a JSON object and takes out an "origin"
@@ -348,14 +380,17 @@ func Performed(res *sandbox.Result) (*broker.Performed, error) {
 }
 
 // Outcome is the journal's record of a finished program: status "ok" for
-// exit code 0, else "failed"; the exit code, the killing limit, the tier and
-// the size and digest of its stdout. Never the output itself.
+// exit code 0, else "failed"; the exit code, the killing limit, the tier,
+// the uid it ran as and whether that uid was other than the broker's
+// (separate_uid), and the size and digest of its stdout. Never the output
+// itself.
 func Outcome(res *sandbox.Result) journal.Result {
 	sum := sha256.Sum256(res.Stdout)
 	r := journal.Result{
 		Status: "ok", Size: int64(len(res.Stdout)), Digest: "sha256:" + hex.EncodeToString(sum[:]),
 		Detail: map[string]string{
 			"exit_code": strconv.Itoa(res.ExitCode), "tier": string(res.Tier), "confined": strconv.FormatBool(res.Confined),
+			"uid": strconv.Itoa(res.UID), "separate_uid": strconv.FormatBool(res.SeparateUID),
 		},
 	}
 	if res.ExitCode != 0 || res.Killed != "" {

@@ -94,7 +94,7 @@ func TestStrictRefusesModelCodeWhenUnconfined(t *testing.T) {
 	if r.Decision.Refusal != policy.RefuseUnconfinedExecution || r.Decision.Outcome != journal.OutcomeRefused || r.Result != nil {
 		t.Fatalf("model code unconfined: %+v", r.Decision)
 	}
-	r, err = env.Agent.Effect(sinktest.Ctx(t), policy.SinkCode, request(run, policy.OriginShipped, "print('shipped')"))
+	r, err = env.Effect(t, policy.SinkCode, request(run, policy.OriginShipped, "print('shipped')"))
 	if err != nil || r.Decision.Outcome != journal.OutcomeAllowed || !strings.Contains(reply(t, r).Stdout, "shipped") {
 		t.Fatalf("shipped code unconfined: %v %+v", err, r.Decision)
 	}
@@ -167,7 +167,7 @@ func TestWallTimeLimitIsRecorded(t *testing.T) {
 	env := sinktest.Start(t, policy.ModeStrict, "", sinks(detected))
 	run := env.Open(t, broker.OpenWork{Tenant: "acme", Person: "ada"})
 	p, _ := json.Marshal(code.Params{Program: "python3", Source: "import time\ntime.sleep(30)", TimeoutMS: 500})
-	r, err := env.Agent.Effect(sinktest.Ctx(t), policy.SinkCode, broker.EffectRequest{Run: run, Action: "run", Origin: policy.OriginShipped, Params: p})
+	r, err := env.Effect(t, policy.SinkCode, broker.EffectRequest{Run: run, Action: "run", Origin: policy.OriginShipped, Params: p})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -551,7 +551,7 @@ func TestNoGatewayWithoutBind(t *testing.T) {
 	sb := detected(t)
 	env := sinktest.Start(t, policy.ModeStrict, "", sinks(func(testing.TB) *sandbox.Sandbox { return sb }))
 	run := env.Open(t, broker.OpenWork{Tenant: "acme", Person: "ada"})
-	r, err := env.Agent.Effect(sinktest.Ctx(t), policy.SinkCode, request(run, policy.OriginShipped,
+	r, err := env.Effect(t, policy.SinkCode, request(run, policy.OriginShipped,
 		"import os\nprint(sorted(os.listdir('/proc/self/fd')), os.environ.get('GATEHOUSE_GATEWAY_OUT'))"))
 	if err != nil {
 		t.Fatal(err)

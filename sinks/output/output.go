@@ -1,7 +1,9 @@
 // Package output is the output sink: a step's result delivered to the
 // caller and the steps after it. Delivery is a publish on
-// gatehouse.v1.output.<run>, stored in the GATEHOUSE_OUTPUTS stream, so a
-// live subscriber gets it at once and a later reader can still fetch it.
+// gatehouse.v1.output.<app>.<run> (subject.Output; <app> the application
+// identity that opened the work, broker.RunApp), stored in the
+// GATEHOUSE_OUTPUTS stream, so a live subscriber gets it at once and a
+// later reader can still fetch it; only that application may read it.
 //
 // The request's params are {"status": "ok", "result": <any JSON>}. The
 // journal records the status, the size and the SHA-256 digest of the result,
@@ -109,11 +111,12 @@ func (s *Sink) Perform(ctx context.Context, run *broker.Run, req *broker.EffectR
 	if err != nil {
 		return nil, err
 	}
-	ack, err := s.js.Publish(ctx, subject.Output(run.ID), b)
+	subj := subject.Output(broker.RunApp(run), run.ID)
+	ack, err := s.js.Publish(ctx, subj, b)
 	if err != nil {
 		return nil, fmt.Errorf("deliver output: %w", err)
 	}
-	reply, _ := json.Marshal(map[string]any{"subject": subject.Output(run.ID), "seq": ack.Sequence})
+	reply, _ := json.Marshal(map[string]any{"subject": subj, "seq": ack.Sequence})
 	return &broker.Performed{
 		Result: journal.Result{Status: "ok", Size: prop.Size, Digest: prop.Digest, Detail: map[string]string{"status": p.Status}},
 		Reply:  reply,

@@ -37,7 +37,7 @@ func TestConformance(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			m, err := st.GetLastMsgForSubject(sinktest.Ctx(t), subject.Output(run))
+			m, err := st.GetLastMsgForSubject(sinktest.Ctx(t), subject.Output(subject.Shared, run))
 			if errors.Is(err, jetstream.ErrMsgNotFound) {
 				return false
 			}

@@ -12,8 +12,10 @@
 //	delegate   {"to": "<agent>", "task": <any JSON>}
 //	broadcast  {"body": <any JSON>}
 //
-// send delivers body to the agent for the sender's run: the recipient acts
-// in that run. delegate opens a sub-run for the recipient
+// send delivers body to the agent, naming the sender's run; a run accepts
+// effects only from its own agent (broker.RunAgent), so the recipient
+// cannot act in the sender's run: to hand work over, delegate. delegate
+// opens a sub-run for the recipient
 // (broker.Broker.OpenChild: same person, mandate and scopes, Agent the
 // recipient, Parent the delegating run; its run.open names the parent) and
 // delivers the task with the sub-run's id; the delegating agent's reply
@@ -47,10 +49,10 @@
 // while the journal says it was delivered.
 //
 // Who can read what is set by the NATS permissions of the embedded server
-// (see package broker/embedded): agents fetch only from peer consumers; an
-// agent with its own credential only from its own; agents sharing the one
-// "agent" credential are one user to NATS, so among them isolation is by
-// subject only. No agent can read the journal or outputs.
+// (see package broker/embedded): a named agent, with its own credential,
+// fetches only from its own consumer; the shared "agent" credential fetches
+// from none, so messages are only ever delivered to, and read by, named
+// agents. No agent can read the journal or outputs.
 //
 // The runs of a piece of work are listed in the KV bucket gatehouse_peers,
 // keyed "<root run>.<run>.<agent>", written when a delegation opens a

@@ -91,7 +91,7 @@ func TestConformanceSend(t *testing.T) {
 		Happened: func(t testing.TB, env *sinktest.Env, run string, _ *broker.EffectReply) bool {
 			// bob really receives it, from the stream, through an agent
 			// connection: the message outlived the moment it was sent.
-			m := receive(t, env.Agent, "bob", 500*time.Millisecond)
+			m := receive(t, env.NamedAgent(t, "bob", ""), "bob", 500*time.Millisecond)
 			if m == nil {
 				return false
 			}
@@ -173,17 +173,18 @@ var ada = broker.OpenWork{
 func TestDelegateEndToEnd(t *testing.T) {
 	env := start(t, policy.ModeStrict, cards)
 	ctx := sinktest.Ctx(t)
+	planner, worker, helper := env.NamedAgent(t, "planner", ""), env.NamedAgent(t, "worker", ""), env.NamedAgent(t, "helper", "")
 	parent := env.Open(t, ada)
 	rootOpen := runOpen(t, env, parent)
 
-	child, reply, err := env.Agent.Delegate(ctx, parent, "worker", map[string]string{"invoice": "INV-7", "secret": "task-s3cret"})
+	child, reply, err := planner.Delegate(ctx, parent, "worker", map[string]string{"invoice": "INV-7", "secret": "task-s3cret"})
 	if err != nil || reply.Decision.Outcome != journal.OutcomeAllowed || child == "" || child == parent {
 		t.Fatalf("delegate: child %q, reply %+v, err %v", child, reply, err)
 	}
 
 	// The recipient gets the task with the sub-run's id, and the sender
 	// from the parent's record.
-	m := receive(t, env.Agent, "worker", 5*time.Second)
+	m := receive(t, worker, "worker", 5*time.Second)
 	if m == nil || m.Kind != broker.PeerDelegate || m.Run != child || m.FromRun != parent || m.From != "planner" ||
 		!strings.Contains(string(m.Task), "task-s3cret") || m.Body != nil {
 		t.Fatalf("worker received %+v", m)
@@ -210,8 +211,18 @@ func TestDelegateEndToEnd(t *testing.T) {
 
 	// The worker's effect in the sub-run is decided and recorded for ada,
 	// under the root's mandate and scopes.
-	if r, err := env.Agent.Output(ctx, child, "ok", map[string]int{"total": 42}); err != nil || r.Decision.Outcome != journal.OutcomeAllowed {
+	if r, err := worker.Output(ctx, child, "ok", map[string]int{"total": 42}); err != nil || r.Decision.Outcome != journal.OutcomeAllowed {
 		t.Fatalf("worker's output: %+v %v", r, err)
+	}
+	// The sub-run is the delegate's: neither the delegating agent nor the
+	// shared agent credential acts in it, and the refusal is on its record.
+	for who, c := range map[string]*client.Client{"planner": planner, "the shared agent": env.Agent} {
+		if r, err := c.Output(ctx, child, "ok", 1); code(err) != broker.CodeNotRunAgent || r.Decision.Refusal != broker.RefuseRunOfAnotherAgent {
+			t.Fatalf("%s acting in the worker's sub-run: %+v %v", who, r, err)
+		}
+	}
+	if d := decision(t, env, child); d.Refusal != broker.RefuseRunOfAnotherAgent || d.Rule != journal.RuleIdentity || d.Outcome != journal.OutcomeRefused {
+		t.Fatalf("the refusal is not on the sub-run's record: %+v", d)
 	}
 	cd := decision(t, env, child)
 	if cd.ActingFor != rootOpen.ActingFor || cd.MandateDigest != rootOpen.MandateDigest || cd.Agent != "worker" || cd.Sink != policy.SinkOutput {
@@ -223,7 +234,7 @@ func TestDelegateEndToEnd(t *testing.T) {
 		"tenant":     {Run: child, Action: "deliver", Tenant: json.RawMessage(`"evil"`), Params: json.RawMessage(`{"status":"ok"}`)},
 		"acting_for": {Run: child, Action: "deliver", ActingFor: json.RawMessage(`{"tenant":"acme","person":"bob"}`)},
 	} {
-		if _, err := env.Agent.Effect(ctx, policy.SinkOutput, req); code(err) != broker.CodeForbiddenField {
+		if _, err := worker.Effect(ctx, policy.SinkOutput, req); code(err) != broker.CodeForbiddenField {
 			t.Errorf("worker naming %s: err = %v, want FORBIDDEN_FIELD", name, err)
 		}
 	}
@@ -248,12 +259,12 @@ func TestDelegateEndToEnd(t *testing.T) {
 		{`{"to":"worker.>","task":1}`, broker.CodeBadRequest},
 		{`{"to":"worker","body":1}`, broker.CodeBadRequest},
 	} {
-		_, err := env.Agent.Effect(ctx, policy.SinkPeer, broker.EffectRequest{Run: child, Action: "delegate", Params: json.RawMessage(tc.params)})
+		_, err := worker.Effect(ctx, policy.SinkPeer, broker.EffectRequest{Run: child, Action: "delegate", Params: json.RawMessage(tc.params)})
 		if code(err) != tc.want {
 			t.Errorf("delegate %s: err = %v, want %s", tc.params, err, tc.want)
 		}
 	}
-	if _, err := env.Agent.Effect(ctx, policy.SinkPeer, broker.EffectRequest{Run: parent, Action: "delegate",
+	if _, err := planner.Effect(ctx, policy.SinkPeer, broker.EffectRequest{Run: parent, Action: "delegate",
 		Scopes: json.RawMessage(`["payments.write"]`), Params: json.RawMessage(`{"to":"worker"}`)}); code(err) != broker.CodeForbiddenField {
 		t.Errorf("delegate with scopes beside params: err = %v, want FORBIDDEN_FIELD", err)
 	}
@@ -265,7 +276,7 @@ func TestDelegateEndToEnd(t *testing.T) {
 	}
 
 	// A sub-run of the sub-run inherits from the root the same way.
-	grand, reply, err := env.Agent.Delegate(ctx, child, "helper", "check totals")
+	grand, reply, err := worker.Delegate(ctx, child, "helper", "check totals")
 	if err != nil || grand == "" {
 		t.Fatalf("delegate from the sub-run: %+v %v", reply, err)
 	}
@@ -274,7 +285,7 @@ func TestDelegateEndToEnd(t *testing.T) {
 		!reflect.DeepEqual(gopen.Scopes, rootOpen.Scopes) || gopen.Agent != "helper" {
 		t.Fatalf("grandchild run.open = %+v", gopen)
 	}
-	if m := receive(t, env.Agent, "helper", 5*time.Second); m == nil || m.Run != grand || m.FromRun != child || m.From != "worker" {
+	if m := receive(t, helper, "helper", 5*time.Second); m == nil || m.Run != grand || m.FromRun != child || m.From != "worker" {
 		t.Fatalf("helper received %+v", m)
 	}
 
@@ -282,7 +293,7 @@ func TestDelegateEndToEnd(t *testing.T) {
 	if err := env.App.CloseWork(ctx, parent, "done"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := env.Agent.Output(ctx, grand, "ok", 1); code(err) != broker.CodeRunClosed {
+	if _, err := helper.Output(ctx, grand, "ok", 1); code(err) != broker.CodeRunClosed {
 		t.Fatalf("effect in a sub-run of closed work: err = %v, want RUN_CLOSED", err)
 	}
 
@@ -304,7 +315,7 @@ func TestDelegationNotAllowedByTheCard(t *testing.T) {
 			ctx := sinktest.Ctx(t)
 			parent := env.Open(t, ada)
 			before := countRuns(t, env)
-			child, reply, err := env.Agent.Delegate(ctx, parent, "stranger", "do it")
+			child, reply, err := env.NamedAgent(t, "planner", "").Delegate(ctx, parent, "stranger", "do it")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -316,7 +327,7 @@ func TestDelegationNotAllowedByTheCard(t *testing.T) {
 			if rd.Refusal != policy.RefuseDelegationNotAllowed || rd.Outcome != tc.outcome || rd.Target != "stranger" {
 				t.Fatalf("recorded decision = %+v", rd)
 			}
-			got := receive(t, env.Agent, "stranger", 500*time.Millisecond)
+			got := receive(t, env.NamedAgent(t, "stranger", ""), "stranger", 500*time.Millisecond)
 			if tc.enforced {
 				if child != "" || got != nil || countRuns(t, env) != before {
 					t.Fatalf("a refused delegation happened: child %q, message %+v", child, got)
@@ -339,14 +350,14 @@ func TestMandate(t *testing.T) {
 		w.Mandate = &policy.Mandate{Systems: []string{"output"}}
 		parent := env.Open(t, w)
 		before := countRuns(t, env)
-		child, reply, err := env.Agent.Delegate(sinktest.Ctx(t), parent, "worker", "x")
+		child, reply, err := env.NamedAgent(t, "planner", "").Delegate(sinktest.Ctx(t), parent, "worker", "x")
 		if err != nil {
 			t.Fatal(err)
 		}
 		if d := reply.Decision; d.Outcome != journal.OutcomeRefused || d.Refusal != policy.RefuseOutsideMandate || !d.Enforced || child != "" {
 			t.Fatalf("decision = %+v, child %q", d, child)
 		}
-		if countRuns(t, env) != before || receive(t, env.Agent, "worker", 300*time.Millisecond) != nil {
+		if countRuns(t, env) != before || receive(t, env.NamedAgent(t, "worker", ""), "worker", 300*time.Millisecond) != nil {
 			t.Fatal("a delegation outside the mandate happened")
 		}
 	})
@@ -356,7 +367,7 @@ func TestMandate(t *testing.T) {
 		expires := time.Now().Add(1500 * time.Millisecond)
 		w.Mandate = &policy.Mandate{Systems: []string{"peer", "output"}, ExpiresAt: expires}
 		parent := env.Open(t, w)
-		child, reply, err := env.Agent.Delegate(sinktest.Ctx(t), parent, "worker", "x")
+		child, reply, err := env.NamedAgent(t, "planner", "").Delegate(sinktest.Ctx(t), parent, "worker", "x")
 		if err != nil || child == "" {
 			t.Fatalf("delegate before expiry: %+v %v", reply, err)
 		}
@@ -364,7 +375,7 @@ func TestMandate(t *testing.T) {
 			t.Fatalf("child mandate = %+v, want expiry %s", open.Mandate, expires)
 		}
 		time.Sleep(time.Until(expires) + 50*time.Millisecond)
-		r, err := env.Agent.Output(sinktest.Ctx(t), child, "ok", 1)
+		r, err := env.NamedAgent(t, "worker", "").Output(sinktest.Ctx(t), child, "ok", 1)
 		if err != nil || r.Decision.Outcome != journal.OutcomeRefused || r.Decision.Refusal != policy.RefuseOutsideMandate {
 			t.Fatalf("effect in the sub-run after expiry: %+v %v", r, err)
 		}
@@ -387,22 +398,26 @@ func TestBroadcast(t *testing.T) {
 		t.Run(string(tc.mode), func(t *testing.T) {
 			env := start(t, tc.mode, rules)
 			ctx := sinktest.Ctx(t)
+			agents := map[string]*client.Client{}
+			for _, a := range []string{"planner", "worker", "helper"} {
+				agents[a] = env.NamedAgent(t, a, "")
+			}
 			parent := env.Open(t, ada)
-			workerRun, _, err := env.Agent.Delegate(ctx, parent, "worker", "a")
+			workerRun, _, err := agents["planner"].Delegate(ctx, parent, "worker", "a")
 			if err != nil || workerRun == "" {
 				t.Fatal(err)
 			}
-			helperRun, _, err := env.Agent.Delegate(ctx, parent, "helper", "b")
+			helperRun, _, err := agents["planner"].Delegate(ctx, parent, "helper", "b")
 			if err != nil || helperRun == "" {
 				t.Fatal(err)
 			}
 			// Take the tasks off the inboxes.
 			for _, a := range []string{"worker", "helper"} {
-				if receive(t, env.Agent, a, 5*time.Second) == nil {
+				if receive(t, agents[a], a, 5*time.Second) == nil {
 					t.Fatalf("%s got no task", a)
 				}
 			}
-			reply, err := env.Agent.Broadcast(ctx, workerRun, map[string]string{"step": "done", "secret": "bcast-s3cret"})
+			reply, err := agents["worker"].Broadcast(ctx, workerRun, map[string]string{"step": "done", "secret": "bcast-s3cret"})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -410,9 +425,9 @@ func TestBroadcast(t *testing.T) {
 			if d.Rule != "no-broadcast-of-results" || d.Enforced == tc.delivered || !d.Recorded {
 				t.Fatalf("decision = %+v", d)
 			}
-			pm := receive(t, env.Agent, "planner", 500*time.Millisecond)
-			hm := receive(t, env.Agent, "helper", 500*time.Millisecond)
-			wm := receive(t, env.Agent, "worker", 300*time.Millisecond)
+			pm := receive(t, agents["planner"], "planner", 500*time.Millisecond)
+			hm := receive(t, agents["helper"], "helper", 500*time.Millisecond)
+			wm := receive(t, agents["worker"], "worker", 300*time.Millisecond)
 			if wm != nil {
 				t.Fatalf("the broadcasting run received its own broadcast: %+v", wm)
 			}

@@ -53,9 +53,9 @@ func nkey(t *testing.T, path string) nats.Option {
 // What the design promises about who reads what, held by the embedded
 // server's permissions: an agent with its own credential reads only its own
 // peer messages and inbox; no agent reads a stream directly, creates a
-// consumer, forges a peer message, or reads the journal or outputs. Agents
-// sharing the one agent credential are one NATS user: the test pins down
-// that they are not kept apart, as the package doc says.
+// consumer, forges a peer message, or reads the journal or outputs; the
+// shared agent credential fetches no named agent's messages and reads no
+// named agent's replies (its inbox space does not contain theirs).
 func TestNATSPermissions(t *testing.T) {
 	dir := t.TempDir()
 	ns, err := embedded.Start(embedded.Config{Dir: dir, Port: -1, Agents: []string{"alice", "bob"}})
@@ -130,7 +130,7 @@ func TestNATSPermissions(t *testing.T) {
 	}
 
 	bobAuth, bobInbox := nkey(t, embedded.AgentCredsPath(dir, "bob")), subject.AgentInboxOf("bob")
-	sharedAuth, sharedInbox := nkey(t, embedded.CredsPath(dir, embedded.RoleAgent)), subject.AgentInbox
+	sharedAuth, sharedInbox := nkey(t, embedded.CredsPath(dir, embedded.RoleAgent)), subject.AgentInboxOf(subject.Shared)
 	sub := func(subj string) func(*nats.Conn) {
 		return func(nc *nats.Conn) { _, _ = nc.SubscribeSync(subj) }
 	}
@@ -148,7 +148,12 @@ func TestNATSPermissions(t *testing.T) {
 		{"bob subscribes to alice's peer subject", bobAuth, bobInbox, sub(subject.PeerFilter("alice")), true},
 		{"bob subscribes to every peer subject", bobAuth, bobInbox, sub(subject.PeerAll), true},
 		{"bob reads alice's replies", bobAuth, bobInbox, sub(subject.AgentInboxOf("alice") + ".>"), true},
-		{"bob reads the shared agents' replies", bobAuth, bobInbox, sub(subject.AgentInbox + ".>"), true},
+		{"bob reads the shared agents' replies", bobAuth, bobInbox, sub(sharedInbox + ".>"), true},
+		{"bob reads every agent's replies", bobAuth, bobInbox, sub(subject.AgentInbox + ".>"), true},
+		{"bob proposes as alice", bobAuth, bobInbox, pub(subject.Effect("alice", "output")), true},
+		{"bob proposes as the shared agent", bobAuth, bobInbox, pub(subject.Effect(subject.Shared, "output")), true},
+		{"bob proposes as himself", bobAuth, bobInbox, pub(subject.Effect("bob", "output")), false},
+		{"bob opens work", bobAuth, bobInbox, pub(subject.WorkOpen(subject.Shared)), true},
 		{"bob pulls from alice's consumer", bobAuth, bobInbox, pub("$JS.API.CONSUMER.MSG.NEXT." + subject.PeerStream + "." + subject.PeerConsumer("alice")), true},
 		{"bob acks on alice's consumer", bobAuth, bobInbox, pub("$JS.ACK." + subject.PeerStream + "." + subject.PeerConsumer("alice") + ".1.1.1.1.0"), true},
 		{"bob reads his own inbox", bobAuth, bobInbox, sub(bobInbox + ".x"), false},
@@ -159,6 +164,7 @@ func TestNATSPermissions(t *testing.T) {
 		{"bob direct-gets from the peer stream", bobAuth, bobInbox, pub("$JS.API.DIRECT.GET." + subject.PeerStream), true},
 		{"bob reads the journal", bobAuth, bobInbox, sub(subject.JournalAll), true},
 		{"bob reads outputs", bobAuth, bobInbox, sub(subject.OutputPrefix + ".>"), true},
+		{"bob reads the shared app's outputs", bobAuth, bobInbox, sub(subject.OutputsOf(subject.Shared)), true},
 
 		{"shared agent reads the journal", sharedAuth, sharedInbox, sub(subject.JournalAll), true},
 		{"shared agent pulls from the journal writer's consumer", sharedAuth, sharedInbox, pub("$JS.API.CONSUMER.MSG.NEXT." + subject.JournalStream + "." + subject.JournalConsumer), true},
@@ -169,21 +175,32 @@ func TestNATSPermissions(t *testing.T) {
 		{"shared agent creates a consumer", sharedAuth, sharedInbox, pub("$JS.API.CONSUMER.CREATE." + subject.PeerStream + ".mine"), true},
 		{"shared agent reads the peer stream directly", sharedAuth, sharedInbox, pub("$JS.API.STREAM.MSG.GET." + subject.PeerStream), true},
 		{"shared agent reads the runs bucket", sharedAuth, sharedInbox, pub("$JS.API.DIRECT.GET.KV_" + subject.RunsBucket), true},
+		{"shared agent pulls from alice's consumer", sharedAuth, sharedInbox, pub("$JS.API.CONSUMER.MSG.NEXT." + subject.PeerStream + "." + subject.PeerConsumer("alice")), true},
+		{"shared agent reads alice's consumer", sharedAuth, sharedInbox, pub("$JS.API.CONSUMER.INFO." + subject.PeerStream + "." + subject.PeerConsumer("alice")), true},
+		{"shared agent acks on alice's consumer", sharedAuth, sharedInbox, pub("$JS.ACK." + subject.PeerStream + "." + subject.PeerConsumer("alice") + ".1.1.1.1.0"), true},
+		{"shared agent reads alice's replies", sharedAuth, sharedInbox, sub(subject.AgentInboxOf("alice") + ".>"), true},
+		{"shared agent reads every agent's replies", sharedAuth, sharedInbox, sub(subject.AgentInbox + ".>"), true},
+		{"shared agent proposes as alice", sharedAuth, sharedInbox, pub(subject.Effect("alice", "output")), true},
+		{"shared agent proposes as itself", sharedAuth, sharedInbox, pub(subject.Effect(subject.Shared, "output")), false},
+		{"shared agent reads its own inbox", sharedAuth, sharedInbox, sub(sharedInbox + ".x"), false},
 	} {
 		if got := violates(t, ns.URL, tc.auth, tc.inbox, tc.act); got != tc.refused {
 			t.Errorf("%s: refused = %v, want %v", tc.name, got, tc.refused)
 		}
 	}
 
-	// Isolation among holders of the shared credential is by subject only:
-	// one of them can fetch alice's messages.
+	// The shared credential cannot fetch alice's messages through the
+	// client either; they stay for her.
 	shared, err := client.Dial(ns.URL, client.Agent, embedded.CredsPath(dir, embedded.RoleAgent))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(shared.Close)
 	send("alice", "for-alice-3")
-	if m := receive(t, shared, "alice", 5*time.Second); m == nil || string(m.Body) != `"for-alice-3"` {
-		t.Fatalf("the shared credential could not fetch a peer message: %+v", m)
+	if m := receive(t, shared, "alice", time.Second); m != nil {
+		t.Fatalf("the shared credential fetched alice's peer message: %+v", m)
+	}
+	if m := receive(t, alice, "alice", 5*time.Second); m == nil || string(m.Body) != `"for-alice-3"` {
+		t.Fatalf("alice's third message: %+v", m)
 	}
 }

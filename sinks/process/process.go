@@ -4,6 +4,33 @@
 // (unconfined-execution) unless a deployment rule allows it, and that rule
 // is then on record with every run it lets through.
 //
+// # Who a command runs as
+//
+// Never as the broker. Every command runs through sandbox.Sandbox.RunHost:
+// as a uid of --sandbox-uid's range that no other run holds at the time,
+// with no supplementary group, no capability and no_new_privs (a setuid or
+// file-capability binary gains nothing), in pid and mount namespaces of
+// its own with a /proc of its own where the host allows them (it sees no
+// other process, so it can neither read the broker's command line nor name
+// it to signal or ptrace it), in a fresh working folder owned by that uid,
+// with umask 077 (what it leaves in the host's /tmp is not readable by
+// the next run's uid), with the same limits and whole-tree kill as
+// sandboxed code. It reads and
+// writes what that uid may: never DATA_DIR, which serve keeps 0700 (see
+// cmd/gatehouse/datadir.go), so no credential seed, signing key, user,
+// session, journal file or content blob.
+//
+// A broker that cannot switch uids (not root, or root without
+// CAP_SETUID/CAP_SETGID/CAP_SETPCAP, as in many containers) would run
+// commands as its own user, which owns DATA_DIR. Unless Config.AllowSameUID
+// says otherwise (serve sets it in report and off mode only), Describe
+// then answers every exec with broker.ErrSinkUnavailable (code
+// UNAVAILABLE) wrapping sandbox.ErrNoSeparateUID, before anything is
+// decided, naming why the switch is impossible and what to do. With
+// AllowSameUID the command runs as the broker's user, and its outcome in
+// the journal says so: detail uid (the uid it ran as) and separate_uid
+// false.
+//
 // Params: {"argv": ["git", "status"], "stdin": "...", "timeout_ms": 5000}.
 // argv[0] is resolved on the host's PATH (or Config.Path) before the
 // decision, so the decision and the journal name the program that will
@@ -32,8 +59,13 @@ import (
 // ActionExec is the process sink's one action.
 const ActionExec = "exec"
 
-// Config configures the sink. Zero values are useful.
+// Config configures the sink. Zero values are useful, and refuse to run
+// commands as the broker's own user.
 type Config struct {
+	// AllowSameUID lets commands run as the broker's own user where the
+	// sandbox cannot switch uids (Sandbox.SeparateUID is false), instead of
+	// answering UNAVAILABLE. Such a command can read the broker's keys.
+	AllowSameUID bool
 	// Path is the search path for argv[0] (default "/usr/local/bin:/usr/bin:/bin").
 	Path string
 	// Limits bound every command; a request may ask for a shorter wall time.
@@ -50,19 +82,22 @@ type Params struct {
 }
 
 // Sink runs host commands. Safe for concurrent use.
-type Sink struct{ cfg Config }
+type Sink struct {
+	sb  *sandbox.Sandbox
+	cfg Config
+}
 
 var _ broker.Sink = (*Sink)(nil)
 
-// New returns a process sink.
-func New(cfg Config) *Sink {
+// New returns a process sink running commands through sb's RunHost.
+func New(sb *sandbox.Sandbox, cfg Config) *Sink {
 	if cfg.Path == "" {
 		cfg.Path = "/usr/local/bin:/usr/bin:/bin"
 	}
 	if cfg.MaxInput <= 0 {
 		cfg.MaxInput = 1 << 20
 	}
-	return &Sink{cfg: cfg}
+	return &Sink{sb: sb, cfg: cfg}
 }
 
 // Name implements broker.Sink.
@@ -99,6 +134,9 @@ func (s *Sink) Describe(ctx context.Context, run *broker.Run, req *broker.Effect
 	prog, err := s.resolve(p.Argv[0])
 	if err != nil {
 		return nil, err
+	}
+	if !s.sb.SeparateUID() && !s.cfg.AllowSameUID {
+		return nil, fmt.Errorf("%w: %w (%s): a host command would run as Gatehouse's own user, with access to its keys, credentials and journal, so none runs; run gatehouse serve as root so that commands run as a uid of --sandbox-uid, or in report mode, where they run as the broker's user and the journal records it", broker.ErrSinkUnavailable, sandbox.ErrNoSeparateUID, s.sb.Report().Host.Err)
 	}
 	if p.TimeoutMS < 0 {
 		return nil, fmt.Errorf("%w: timeout_ms must be positive", broker.ErrBadRequest)
@@ -149,7 +187,7 @@ func (s *Sink) resolve(name string) (string, error) {
 // Perform implements broker.Sink.
 func (s *Sink) Perform(ctx context.Context, run *broker.Run, req *broker.EffectRequest, prop *broker.Proposal) (*broker.Performed, error) {
 	st := prop.State.(*state)
-	res, err := sandbox.RunHost(ctx, sandbox.Spec{
+	res, err := s.sb.RunHost(ctx, sandbox.Spec{
 		Argv:   st.argv,
 		Env:    []string{"PATH=" + s.cfg.Path, "LANG=C.UTF-8"},
 		Stdin:  []byte(st.stdin),

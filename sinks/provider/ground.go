@@ -61,7 +61,7 @@ import (
 
 // Proposer is what rereads are routed through: the broker.
 type Proposer interface {
-	Propose(ctx context.Context, sink policy.Sink, data []byte) *broker.EffectReply
+	Propose(ctx context.Context, from broker.Caller, sink policy.Sink, data []byte) *broker.EffectReply
 }
 
 type rereader struct{ p atomic.Pointer[Proposer] }
@@ -178,11 +178,12 @@ func (s *Sink) reread(run *broker.Run, p Proposer) grounding.Reread {
 		}
 		rel := strings.TrimPrefix(full, prov.basePath)
 		params, _ := json.Marshal(Params{Provider: provider, Method: "GET", Path: rel})
-		data, err := json.Marshal(broker.EffectRequest{Run: run.ID, Action: ActionCall, Origin: policy.OriginRuntime, Params: params})
+		data, err := json.Marshal(broker.EffectRequest{Run: run.ID, Action: ActionCall, Params: params})
 		if err != nil {
 			return grounding.Record{}, err
 		}
-		reply := p.Propose(context.WithValue(ctx, rereadKey{}, true), policy.SinkProvider, data)
+		// Gatehouse's own read, origin runtime, passed in process.
+		reply := p.Propose(context.WithValue(ctx, rereadKey{}, true), broker.Internal(policy.OriginRuntime), policy.SinkProvider, data)
 		switch {
 		case reply.Error != nil:
 			return grounding.Record{}, fmt.Errorf("reread of %s:%s: %s", provider, full, reply.Error.Code)

@@ -147,7 +147,7 @@ func TestGroundingAcrossBrokers(t *testing.T) {
 	}
 	propose := func(run string, p map[string]any) *broker.EffectReply {
 		raw, _ := json.Marshal(request(run, policy.OriginShipped, p))
-		return b.Propose(ctxT(t), policy.SinkProvider, raw)
+		return b.Propose(ctxT(t), broker.Internal(policy.OriginShipped), policy.SinkProvider, raw)
 	}
 
 	run := s.open(t, "ada")

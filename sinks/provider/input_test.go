@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/gatehouse/gatehouse/broker"
+	"github.com/gatehouse/gatehouse/broker/subject"
 	"github.com/gatehouse/gatehouse/policy"
 )
 
@@ -52,7 +53,7 @@ func TestSelectorsFromTheCallersInput(t *testing.T) {
 
 	// The agent cannot supply the input itself.
 	raw := []byte(`{"run":"` + bare + `","action":"call","input":{"invoice":"INV-7"},"params":{}}`)
-	msg, err := s.env.Agent.Conn().Request("gatehouse.v1.effect.provider", raw, 5e9)
+	msg, err := s.env.Agent.Conn().Request(subject.Effect(subject.Shared, policy.SinkProvider), raw, 5e9)
 	if err != nil {
 		t.Fatal(err)
 	}

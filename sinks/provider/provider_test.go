@@ -207,7 +207,7 @@ func TestCredentials(t *testing.T) {
 		var r *broker.EffectReply
 		if viaLogged {
 			raw, _ := json.Marshal(request(run, policy.OriginShipped, p))
-			r = b.Propose(ctxT(t), policy.SinkProvider, raw)
+			r = b.Propose(ctxT(t), broker.Internal(policy.OriginShipped), policy.SinkProvider, raw)
 		} else {
 			r = s.call(t, run, policy.OriginShipped, p)
 		}

@@ -167,8 +167,16 @@ func request(run string, origin policy.Origin, p map[string]any) broker.EffectRe
 	return broker.EffectRequest{Run: run, Action: provider.ActionCall, Origin: origin, Params: raw}
 }
 
+// call proposes a provider call in run with origin: an agent's (model, or
+// none named) over NATS with the shared agent credential; any other origin
+// is one Gatehouse establishes only for a deployment-declared identity or
+// a sink, so it is proposed in process with that origin
+// (sinktest.Env.ProposeAs).
 func (s *setup) call(t testing.TB, run string, origin policy.Origin, p map[string]any) *broker.EffectReply {
 	t.Helper()
+	if origin != "" && origin != policy.OriginModel {
+		return s.env.ProposeAs(origin, policy.SinkProvider, request(run, "", p))
+	}
 	r, err := s.env.Agent.Effect(sinktest.Ctx(t), policy.SinkProvider, request(run, origin, p))
 	if r == nil {
 		t.Fatalf("effect: %v", err)

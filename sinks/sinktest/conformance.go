@@ -15,7 +15,8 @@ type Case struct {
 	Sink policy.Sink
 	// Work is whom the work is for; zero: tenant acme, person ada.
 	Work broker.OpenWork
-	// Request builds the agent's request for run.
+	// Request builds the agent's request for run; its origin picks how it
+	// is proposed (Env.Effect).
 	Request func(run string) broker.EffectRequest
 	// Deny is an effects: rule matching the request, named "conformance-deny",
 	// e.g. `{sink: memory}`; it is written into the rules file as the match.
@@ -54,7 +55,7 @@ func Conformance(t *testing.T, c Case) {
 		t.Run(tc.name, func(t *testing.T) {
 			env := Start(t, tc.mode, tc.rules, c.Sinks)
 			run := env.Open(t, c.Work)
-			reply, err := env.Agent.Effect(Ctx(t), c.Sink, c.Request(run))
+			reply, err := env.Effect(t, c.Sink, c.Request(run))
 			if err != nil {
 				t.Fatalf("effect: %v", err)
 			}

@@ -1,7 +1,8 @@
 // Package sinktest runs sinks the way production does, for tests: a real
 // embedded NATS with JetStream, a broker serving the sinks over it, the
 // journal writer consuming into a temporary journal, and app and agent
-// clients with their own credentials. Conformance is the one suite every
+// clients with their own credentials: the shared ones (App, Agent) and
+// named agents registered on the fly (NamedAgent). Conformance is the one suite every
 // sink runs: allowed, refused in report mode (recorded, goes through) and
 // in strict mode (refused before it happens), with the journal verified
 // and searched for the effect's content after each.
@@ -10,8 +11,11 @@ package sinktest
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -21,6 +25,7 @@ import (
 	"github.com/gatehouse/gatehouse/broker"
 	"github.com/gatehouse/gatehouse/broker/client"
 	"github.com/gatehouse/gatehouse/broker/embedded"
+	"github.com/gatehouse/gatehouse/broker/identity"
 	"github.com/gatehouse/gatehouse/broker/journal"
 	"github.com/gatehouse/gatehouse/broker/subject"
 	"github.com/gatehouse/gatehouse/policy"
@@ -33,10 +38,15 @@ type Env struct {
 	JournalDir string
 	NS         *embedded.Server
 	NC         *nats.Conn // the broker's connection
+	Replies    *nats.Conn // the connection the broker answers on
 	JS         jetstream.JetStream
 	Broker     *broker.Broker
-	App        *client.Client
-	Agent      *client.Client
+	App        *client.Client // the shared app credential
+	Agent      *client.Client // the shared agent credential: runs opened without an agent
+	// Identities is the register in force; NamedAgent adds to it.
+	Identities *identity.Holder
+
+	mu *sync.Mutex // serialises NamedAgent
 }
 
 // SinkFactory builds the sinks under test on env's NATS. It runs before
@@ -58,6 +68,11 @@ func Start(t testing.TB, mode policy.Mode, rules string, sinks SinkFactory) *Env
 		t.Fatal(err)
 	}
 	t.Cleanup(env.NC.Close)
+	if env.Replies, err = ns.Connect(embedded.RoleReplies); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(env.Replies.Close)
+	env.Identities, env.mu = identity.NewHolder(&identity.Registry{}), &sync.Mutex{}
 	env.JS, _ = jetstream.New(env.NC)
 	ctx := context.Background()
 	if _, err := journal.EnsureStream(ctx, env.JS, 1); err != nil {
@@ -82,10 +97,10 @@ func Start(t testing.TB, mode policy.Mode, rules string, sinks SinkFactory) *Env
 	if sinks != nil {
 		ss = sinks(t, env)
 	}
-	if env.Broker, err = broker.New(broker.Config{Mode: mode}, runs, broker.NewRecorder(env.JS, 5*time.Second), pol, ss...); err != nil {
+	if env.Broker, err = broker.New(broker.Config{Mode: mode, Identities: env.Identities}, runs, broker.NewRecorder(env.JS, 5*time.Second), pol, ss...); err != nil {
 		t.Fatal(err)
 	}
-	svc, err := broker.Serve(env.NC, env.Broker, broker.ServiceConfig{})
+	svc, err := broker.Serve(env.Replies, env.Broker, broker.ServiceConfig{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,6 +127,63 @@ func Start(t testing.TB, mode policy.Mode, rules string, sinks SinkFactory) *Env
 	return env
 }
 
+// NamedAgent registers agent name with the declared origin ("" model),
+// gives the embedded NATS its credential (a reload, as serve does) and
+// returns a client connected with it. Runs it acts on must be opened for
+// it (OpenWork.Agent).
+func (e *Env) NamedAgent(t testing.TB, name string, origin policy.Origin) *client.Client {
+	t.Helper()
+	e.mu.Lock()
+	reg := *e.Identities.Load()
+	reg.Agents = slices.Clone(reg.Agents)
+	if _, ok := reg.Agent(name); !ok {
+		if err := reg.AddAgent(identity.Agent{Name: name, Origin: origin, Added: time.Now().UTC()}); err != nil {
+			e.mu.Unlock()
+			t.Fatal(err)
+		}
+		if err := e.NS.Reload(&reg); err != nil {
+			e.mu.Unlock()
+			t.Fatal(err)
+		}
+		e.Identities.Store(&reg)
+	}
+	e.mu.Unlock()
+	c, err := client.DialAgent(e.NS.URL, name, embedded.AgentCredsPath(filepath.Join(e.Dir, "nats"), name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return c
+}
+
+// ProposeAs proposes req in process as Gatehouse itself with the given
+// origin (broker.Internal), as a sink does for sandboxed code: for tests of
+// how a declared origin is decided, on runs opened without an agent.
+func (e *Env) ProposeAs(origin policy.Origin, sink policy.Sink, req broker.EffectRequest) *broker.EffectReply {
+	b, err := json.Marshal(req)
+	if err != nil {
+		return &broker.EffectReply{Error: broker.NewErrorBody(err)}
+	}
+	return e.Broker.Propose(context.Background(), broker.Internal(origin), sink, b)
+}
+
+// Effect proposes req as an agent would, with the origin it names: none or
+// model over NATS with the shared agent credential (the origin Gatehouse
+// establishes for it); any other origin, which Gatehouse establishes only
+// for a deployment-declared agent or a sink, in process with that origin
+// (ProposeAs). Like client.Effect, err is the reply's error, if any.
+func (e *Env) Effect(t testing.TB, sink policy.Sink, req broker.EffectRequest) (*broker.EffectReply, error) {
+	t.Helper()
+	if req.Origin == "" || req.Origin == policy.OriginModel {
+		return e.Agent.Effect(Ctx(t), sink, req)
+	}
+	r := e.ProposeAs(req.Origin, sink, req)
+	if r.Error != nil {
+		return r, r.Error
+	}
+	return r, nil
+}
+
 // Ctx returns a context that ends with the test, bounded to a minute.
 func Ctx(t testing.TB) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -129,17 +201,26 @@ func (e *Env) Open(t testing.TB, w broker.OpenWork) string {
 	return run
 }
 
-// Drain waits until the journal writer has written everything recorded.
+// Drain waits until the journal writer has written everything recorded
+// so far: its consumer's ack floor has reached the journal stream's last
+// sequence as it was when Drain was called (a pending count alone can lag
+// the stream by a moment).
 func (e *Env) Drain(t testing.TB) {
 	t.Helper()
 	ctx := Ctx(t)
 	if err := e.Broker.Flush(ctx); err != nil { // outcomes recorded after their replies
 		t.Fatal(err)
 	}
+	var last uint64
+	if st, err := e.JS.Stream(ctx, subject.JournalStream); err == nil {
+		if info, err := st.Info(ctx); err == nil {
+			last = info.State.LastSeq
+		}
+	}
 	for {
 		cons, err := e.JS.Consumer(ctx, subject.JournalStream, subject.JournalConsumer)
 		if err == nil {
-			if info, err := cons.Info(ctx); err == nil && info.NumPending == 0 && info.NumAckPending == 0 {
+			if info, err := cons.Info(ctx); err == nil && info.AckFloor.Stream >= last && info.NumPending == 0 && info.NumAckPending == 0 {
 				return
 			}
 		}

@@ -145,7 +145,12 @@ func StartWith(t testing.TB, cfg Config) *Env {
 	if env.Broker, err = broker.New(bcfg, runs, rec, pol, sinks...); err != nil {
 		t.Fatal(err)
 	}
-	svc, err := broker.Serve(nc, env.Broker, broker.ServiceConfig{})
+	rc, err := ns.Connect(embedded.RoleReplies)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(rc.Close)
+	svc, err := broker.Serve(rc, env.Broker, broker.ServiceConfig{})
 	if err != nil {
 		t.Fatal(err)
 	}
