@@ -141,6 +141,11 @@ func (s *Store) touchSeg(d string) error {
 	if !ValidDigest(d) {
 		return fmt.Errorf("%w: %q", ErrBadDigest, clip(d))
 	}
+	if s.wrote(d) {
+		// Kept by this Store (a policy, a record it wrote): no need to
+		// read the folder's index, which a broker never holds.
+		return s.appendRecord(header{Op: opTouch, Ref: Ref{Digest: d, Time: s.now().UTC()}}, nil)
+	}
 	st, err := s.state(d)
 	if err != nil {
 		return err
@@ -221,6 +226,19 @@ func (s *Store) closeSegment() error {
 	err := s.seg.f.Close()
 	s.seg = nil
 	return err
+}
+
+// dropIndex forgets the folder's index (kept only for the erasure's
+// erasures), so a long-lived Store does not hold every blob's entry after
+// a pass over them (the daily retention). The next question reads it
+// again.
+func (s *Store) dropIndex() {
+	if s.obj != nil {
+		return
+	}
+	s.imu.Lock()
+	defer s.imu.Unlock()
+	s.idx = segIndex{}
 }
 
 // refresh brings the index up to date: the folder layout from before

@@ -434,6 +434,13 @@ func (w *Writer) recoverLog() error {
 		err = readRecords(b, nums[i], func(entries []walEntry) error {
 			for _, e := range entries {
 				n, err := w.redo(e)
+				if errors.Is(err, ErrCorruptRun) {
+					// A run file the writer cannot continue (ErrCorruptRun
+					// refuses its events until an operator repairs it): its
+					// lines are set aside rather than lost, and the rest of
+					// the journal goes on.
+					err = w.setAside(e, err)
+				}
 				if err != nil {
 					return err
 				}
@@ -454,6 +461,40 @@ func (w *Writer) recoverLog() error {
 	}
 	// The runs are re-read from their files when next touched.
 	w.closeRuns()
+	return nil
+}
+
+// walUnapplied holds, per run, lines of the log that could not be
+// applied to a corrupt run file: wal/unapplied/<run>.jsonl.
+const walUnapplied = "unapplied"
+
+// setAside appends e's lines to wal/unapplied/<run>.jsonl, fsynced, and
+// says so in the log.
+func (w *Writer) setAside(e walEntry, why error) error {
+	dir := filepath.Join(w.dir, walDir, walUnapplied)
+	if err := w.fs.MkdirAll(dir, dirMode); err != nil {
+		return err
+	}
+	path := filepath.Join(dir, e.run+runExt)
+	f, err := w.fs.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, fileMode)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(e.lines)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = syncDir(w.fs, dir)
+	}
+	if err != nil {
+		return err
+	}
+	w.log.Error("journal: lines of the writer's log set aside: their run file cannot be continued; repair it and append them",
+		"run", e.run, "file", path, "err", why)
 	return nil
 }
 

@@ -233,3 +233,41 @@ func TestVerifyReadsTheUnappliedLog(t *testing.T) {
 		t.Fatal("the crash kept a name that was never fsynced")
 	}
 }
+
+// A run file that cannot be continued does not stop the journal opening:
+// the log's lines for it are set aside in wal/unapplied, the other runs'
+// are applied.
+func TestRecoverySetsAsideACorruptRunsLines(t *testing.T) {
+	_, cfs, w := openOnCrashFS(t)
+	if _, err := w.Append([]journal.Event{walEvent("r_a", 0), walEvent("r_b", 0)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Append([]journal.Event{walEvent("r_a", 1), walEvent("r_b", 1)}); err != nil {
+		t.Fatal(err)
+	}
+	cfs.Freeze()
+	dst := filepath.Join(t.TempDir(), "after")
+	if err := cfs.Crash(dst, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dst, "runs", "r_a.jsonl"), []byte("not json\n"), 0o640); err != nil {
+		t.Fatal(err)
+	}
+	w2, err := journal.Open(dst, journal.WriterOptions{Logger: quiet})
+	if err != nil {
+		t.Fatalf("a corrupt run stopped the journal: %v", err)
+	}
+	if err := w2.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got := readRun(t, dst, "r_b"); len(got) != 2 {
+		t.Fatalf("r_b has %d events after recovery, want 2", len(got))
+	}
+	b, err := os.ReadFile(filepath.Join(dst, "wal", "unapplied", "r_a.jsonl"))
+	if err != nil || strings.Count(string(b), "\n") != 1 || !strings.Contains(string(b), `"id":"ev_r_a_1"`) {
+		t.Fatalf("set aside: %q %v", b, err)
+	}
+}
