@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 )
@@ -32,15 +33,25 @@ type CommitterOptions struct {
 // process records without JetStream in between (serve's embedded shape):
 // a decision is on disk, fsynced, before Commit returns.
 //
-// Events of one caller are written in order and together, in one Append.
+// Events of one caller are written in order and together, in one batch.
 // Callers are served in the order their events were handed over, so two
 // callers recording one after the other (an outcome after its decision)
-// are written in that order. One goroutine, started by NewCommitter and
-// stopped by Close, calls Append. Safe for concurrent use.
+// are written in that order.
+//
+// Commits are pipelined: while one batch's record is being fsynced, the
+// next is gathered, encoded and written to the log, and its fsync starts
+// at once; batches are applied to the files and answered in order, each
+// once its own fsync and every earlier batch are done (Writer.stage and
+// settle). Two goroutines, started by NewCommitter and stopped by Close,
+// stage and settle; each staged batch's fsync runs on a goroutine of its
+// own, which the settling goroutine waits for.
+//
+// Safe for concurrent use.
 type Committer struct {
-	w    *Writer
-	opts CommitterOptions
-	reqs chan *commitReq
+	w       *Writer
+	opts    CommitterOptions
+	reqs    chan *commitReq
+	settled chan stagedGroup // from the staging goroutine to the settling one
 
 	mu     sync.RWMutex // held shared by senders, exclusively by Close
 	closed bool
@@ -66,8 +77,9 @@ func NewCommitter(w *Writer, opts CommitterOptions) *Committer {
 	if opts.Linger == 0 {
 		opts.Linger = time.Millisecond
 	}
-	c := &Committer{w: w, opts: opts, reqs: make(chan *commitReq, opts.Queue)}
+	c := &Committer{w: w, opts: opts, reqs: make(chan *commitReq, opts.Queue), settled: make(chan stagedGroup, 1)}
 	c.wg.Go(c.loop)
+	c.wg.Go(c.settle)
 	return c
 }
 
@@ -137,6 +149,7 @@ func (c *Committer) loop() {
 	for {
 		r, ok := <-c.reqs
 		if !ok {
+			close(c.settled)
 			return
 		}
 		batch, group = append(batch[:0], r.events...), append(group[:0], r)
@@ -175,34 +188,62 @@ func (c *Committer) loop() {
 		}
 		c.commit(batch, group)
 		if closed {
+			close(c.settled)
 			return
 		}
 	}
 }
 
-// commit appends one group and answers each of its callers.
+// stagedGroup is a staged batch, the fsync of its record under way, and
+// the callers it answers.
+type stagedGroup struct {
+	sb     *staged
+	err    error      // staging failed: nothing to settle
+	synced chan error // its fsync's result
+	group  []*commitReq
+}
+
+// commit stages one group and hands it, its fsync started, to the
+// settling goroutine.
 func (c *Committer) commit(batch []Event, group []*commitReq) {
-	_, err := c.w.Append(batch)
-	var per map[int]error
-	if es, ok := errors.AsType[EventErrors](err); ok {
-		per = make(map[int]error, len(es))
-		for _, e := range es {
-			per[e.Index] = e
-		}
-		err = nil
+	sb, err := c.w.stage(batch)
+	g := stagedGroup{sb: sb, err: err, group: slices.Clone(group)}
+	if err == nil {
+		g.synced = make(chan error, 1)
+		go func() { g.synced <- sb.sync() }()
 	}
-	at := 0
-	for _, r := range group {
-		rerr := err
-		if rerr == nil && per != nil {
-			for i := range r.events {
-				if e, bad := per[at+i]; bad {
-					rerr = fmt.Errorf("journal: event %s of run %s not written: %w", r.events[i].ID, r.events[i].Run, e)
-					break
+	c.settled <- g
+}
+
+// settle settles each staged group in order and answers its callers.
+func (c *Committer) settle() {
+	for g := range c.settled {
+		err := g.err
+		var per map[int]error
+		if err == nil {
+			c.w.settle(g.sb, <-g.synced)
+			_, err = g.sb.result()
+			if es, ok := errors.AsType[EventErrors](err); ok {
+				per = make(map[int]error, len(es))
+				for _, e := range es {
+					per[e.Index] = e
 				}
+				err = nil
 			}
 		}
-		at += len(r.events)
-		r.done(rerr)
+		at := 0
+		for _, r := range g.group {
+			rerr := err
+			if rerr == nil && per != nil {
+				for i := range r.events {
+					if e, bad := per[at+i]; bad {
+						rerr = fmt.Errorf("journal: event %s of run %s not written: %w", r.events[i].ID, r.events[i].Run, e)
+						break
+					}
+				}
+			}
+			at += len(r.events)
+			r.done(rerr)
+		}
 	}
 }

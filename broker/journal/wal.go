@@ -168,20 +168,23 @@ func eachLine(b []byte, fn func(line []byte) error) error {
 	return nil
 }
 
-// walSegment is the segment being written.
+// walSegment is the segment being written. Guarded by Writer.mu.
 type walSegment struct {
-	name string
-	n    uint64 // its number, in every record
-	f    File
-	size int64 // bytes of records written
-	cap  int64 // bytes written ahead; 0: appended to
+	name    string
+	n       uint64 // its number, in every record
+	f       File
+	size    int64 // bytes of records written
+	cap     int64 // bytes written ahead; 0: appended to
+	pending int   // records written and not yet settled
+	sealed  bool  // no longer written; f closes when pending is 0
 }
 
 // sealedSegment is a segment no longer written, whose lines the next sync
-// makes durable in their files.
+// makes durable in their files, once none of its records is pending.
 type sealedSegment struct {
 	name string
 	cap  int64
+	seg  *walSegment // nil for one found on disk at recovery
 }
 
 func segmentName(n uint64) string { return fmt.Sprintf("%016x%s", n, walExt) }
@@ -230,9 +233,10 @@ func readSegment(fsys FS, path string) ([]byte, error) {
 	return io.ReadAll(f)
 }
 
-// logRecord writes one record to the log and makes it durable. It is
-// called under w.mu.
-func (w *Writer) logRecord(entries []walEntry) error {
+// writeRecord writes one record to the log, not yet fsynced, and returns
+// its segment, which stays open until every record written to it is
+// settled (walSegment.pending). It is called under w.mu.
+func (w *Writer) writeRecord(entries []walEntry) (seg *walSegment, inPlace bool, err error) {
 	need := int64(walHeader + 12)
 	for _, e := range entries {
 		need += int64(15 + len(e.run) + len(e.lines))
@@ -242,27 +246,37 @@ func (w *Writer) logRecord(entries []walEntry) error {
 	}
 	if w.wal == nil {
 		if err := w.newSegment(need); err != nil {
-			return err
+			return nil, false, err
 		}
 	}
-	seg := w.wal
+	seg = w.wal
 	w.walBuf = appendRecord(w.walBuf[:0], seg.n, entries)
 	end := seg.size + int64(len(w.walBuf))
 	if _, err := seg.f.WriteAt(w.walBuf, seg.size); err != nil {
-		return fmt.Errorf("log: %w", err)
+		return nil, false, fmt.Errorf("log: %w", err)
 	}
+	seg.size = end
+	seg.pending++
+	inPlace = end <= seg.cap
+	if seg.cap == 0 && seg.size >= walMaxSegment {
+		w.seal()
+	}
+	return seg, inPlace, nil
+}
+
+// syncRecord makes a record writeRecord wrote durable: an fdatasync when
+// it was written within space written ahead (its blocks and the size were
+// made durable before), else an fsync. It needs no lock: several may be
+// in flight, each waiting for its own record (and those before it).
+func syncRecord(seg *walSegment, inPlace bool) error {
 	var err error
-	if ds, ok := seg.f.(dataSyncer); ok && end <= seg.cap {
-		err = ds.Datasync() // its blocks and size were made durable before
+	if ds, ok := seg.f.(dataSyncer); ok && inPlace {
+		err = ds.Datasync()
 	} else {
 		err = seg.f.Sync()
 	}
 	if err != nil {
 		return fmt.Errorf("log: %w", err)
-	}
-	seg.size = end
-	if seg.cap == 0 && seg.size >= walMaxSegment {
-		w.seal()
 	}
 	return nil
 }
@@ -278,11 +292,15 @@ func (w *Writer) seal() {
 	w.askSync()
 }
 
-// sealCurrent stops writing the current segment.
+// sealCurrent stops writing the current segment. Its file is closed once
+// every record in it is settled.
 func (w *Writer) sealCurrent() {
 	seg := w.wal
-	_ = seg.f.Close() // every record in it was fsynced when written
-	w.walSealed = append(w.walSealed, sealedSegment{name: seg.name, cap: seg.cap})
+	seg.sealed = true
+	if seg.pending == 0 {
+		_ = seg.f.Close()
+	}
+	w.walSealed = append(w.walSealed, sealedSegment{name: seg.name, cap: seg.cap, seg: seg})
 	w.wal = nil
 }
 

@@ -107,7 +107,8 @@ type Writer struct {
 	headDirty bool
 	newFiles  bool // a run file was created since the last sync
 
-	failedCh chan struct{} // closed when failed is first set
+	failedCh   chan struct{} // closed when failed is first set
+	lastStaged chan struct{} // done of the batch staged last (closed: none in flight)
 
 	syncMu  sync.Mutex // serialises syncs
 	syncReq chan struct{}
@@ -127,6 +128,7 @@ type runState struct {
 	pend      []byte // lines of the current batch
 	pendFirst uint64 // seq of the first of them
 	isNew     bool   // file created by this batch
+	unsettled int    // staged batches with lines for it not yet settled
 }
 
 // Open opens (creating if needed) the journal in dir for writing. It
@@ -170,6 +172,7 @@ func Open(dir string, opts WriterOptions) (*Writer, error) {
 		dirty:      make(map[string]bool),
 		syncReq:    make(chan struct{}, 1),
 		failedCh:   make(chan struct{}),
+		lastStaged: closedChan(),
 		stop:       make(chan struct{}),
 	}
 	if err := w.fs.MkdirAll(w.runDir, dirMode); err != nil {
@@ -418,6 +421,62 @@ func validate(e Event) error {
 // durable and Append succeeds; the next call fails and the reopened
 // Writer writes the files from the log.)
 func (w *Writer) Append(batch []Event) ([]Event, error) {
+	sb, err := w.stage(batch)
+	if err != nil {
+		return nil, err
+	}
+	w.settle(sb, sb.sync())
+	return sb.result()
+}
+
+// staged is a batch whose lines are in the log but not yet known durable
+// (stage), waiting for its fsync and for the batch before it (settle). The
+// Committer keeps two or three in flight, so that one batch's fsync runs
+// while the next is encoded and written and the one before is applied.
+type staged struct {
+	written []Event
+	evErrs  EventErrors
+	seg     *walSegment // holding its record; nil when nothing was logged (duplicates only)
+	inPlace bool        // its record is within space written ahead
+	runs    []stagedRun // lines to append to run files once durable
+	head    []byte      // head log lines, likewise
+	prev    chan struct{}
+	done    chan struct{} // closed once settled
+	err     error         // set before done closes
+}
+
+// stagedRun is one run's lines of a staged batch.
+type stagedRun struct {
+	st    *runState
+	lines []byte
+}
+
+// sync makes sb's record durable; it needs no lock.
+func (sb *staged) sync() error {
+	if sb.seg == nil {
+		return nil
+	}
+	return syncRecord(sb.seg, sb.inPlace)
+}
+
+// result is what Append returns for a settled batch.
+func (sb *staged) result() ([]Event, error) {
+	<-sb.done
+	if sb.err != nil {
+		return nil, sb.err
+	}
+	if sb.evErrs != nil {
+		return sb.written, sb.evErrs
+	}
+	return sb.written, nil
+}
+
+// stage numbers, chains, signs and encodes batch, adds its head entries,
+// and writes it as one record of the log, not yet fsynced; the state it
+// leaves (seqs, hashes, registrations) is the next batch's starting point.
+// Nothing of it is in any file until settle. Errors before the record is
+// written fail the Writer (ErrFailed).
+func (w *Writer) stage(batch []Event) (*staged, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.closed {
@@ -490,19 +549,13 @@ func (w *Writer) Append(batch []Event) ([]Event, error) {
 		st.ids[e.ID] = struct{}{}
 		written = append(written, e)
 	}
-	if durable, err := w.commit(touched, sigs); err != nil {
+	sb, err := w.logBatch(touched, sigs)
+	if err != nil {
 		w.fail(err)
-		if !durable {
-			return nil, fmt.Errorf("%w: %w", ErrFailed, err)
-		}
-		w.log.Error("journal: the batch is durable in the writer's log but its files could not be written; the writer must be reopened", "err", err)
+		return nil, fmt.Errorf("%w: %w", ErrFailed, err)
 	}
-	w.written.Add(uint64(len(written)))
-	w.evict()
-	if evErrs != nil {
-		return written, evErrs
-	}
-	return written, nil
+	sb.written, sb.evErrs = written, evErrs
+	return sb, nil
 }
 
 // sigJob is one signature to fill: at st.pend[off:], of hash.
@@ -512,17 +565,12 @@ type sigJob struct {
 	hash string
 }
 
-// commit signs the pending lines of touched runs (jobs), adds the head
-// entries registering them, makes all of it durable in one record of the
-// log, then writes it to the files. durable reports whether the record
-// was fsynced, whatever err says.
-func (w *Writer) commit(touched []*runState, jobs []sigJob) (durable bool, err error) {
-	var toWrite []*runState
-	for _, st := range touched {
-		if len(st.pend) > 0 {
-			toWrite = append(toWrite, st)
-		}
-	}
+// logBatch signs the pending lines of touched runs (jobs), adds the head
+// entries registering them, and writes all of it as one record of the
+// log; the lines move from the runs' pending buffers into the staged
+// batch. Called under w.mu.
+func (w *Writer) logBatch(touched []*runState, jobs []sigJob) (*staged, error) {
+	sb := &staged{prev: w.lastStaged, done: make(chan struct{})}
 	w.sign(jobs)
 	var lines []byte
 	seq, prev := w.headSeq, w.headHash
@@ -534,58 +582,101 @@ func (w *Writer) commit(touched []*runState, jobs []sigJob) (durable bool, err e
 		seq++
 		line, h, err := encodeHead(HeadEntry{Seq: seq, Run: st.id, RunSeq: st.seq, Event: st.last, Time: now, Prev: prev})
 		if err != nil {
-			return false, fmt.Errorf("head entry: %w", err)
+			return nil, fmt.Errorf("head entry: %w", err)
 		}
 		lines = append(append(lines, line...), '\n')
 		prev = h
 	}
-	if len(toWrite) == 0 && len(lines) == 0 {
-		return true, nil // duplicates only: already durable
-	}
-	entries := make([]walEntry, 0, len(toWrite)+1)
-	for _, st := range toWrite {
-		entries = append(entries, walEntry{kind: walRun, run: st.id, first: st.pendFirst, lines: st.pend})
+	entries := make([]walEntry, 0, len(touched)+1)
+	for _, st := range touched {
+		if len(st.pend) > 0 {
+			entries = append(entries, walEntry{kind: walRun, run: st.id, first: st.pendFirst, lines: st.pend})
+		}
 	}
 	if len(lines) > 0 {
 		entries = append(entries, walEntry{kind: walHead, first: w.headSeq + 1, lines: lines})
 	}
-	if err := w.logRecord(entries); err != nil {
-		return false, err
-	}
-	for _, st := range toWrite {
-		if err := st.flush(); err != nil {
-			return true, err
+	if len(entries) > 0 {
+		seg, inPlace, err := w.writeRecord(entries)
+		if err != nil {
+			return nil, err
 		}
-		w.markDirty(st)
-	}
-	if len(lines) == 0 {
-		return true, nil
-	}
-	if _, err := w.head.Write(lines); err != nil {
-		return true, fmt.Errorf("head log: %w", err)
-	}
-	w.headDirty = true
-	w.headSeq, w.headHash = seq, prev
-	if w.tree != nil {
-		w.tree.appendLines(lines)
+		sb.seg, sb.inPlace = seg, inPlace
 	}
 	for _, st := range touched {
+		if len(st.pend) > 0 {
+			sb.runs = append(sb.runs, stagedRun{st: st, lines: st.pend})
+			st.pend = nil
+			st.unsettled++
+		}
 		if st.seq > w.registered[st.id] {
 			w.registered[st.id] = st.seq
 		}
 	}
-	return true, nil
+	sb.head = lines
+	w.headSeq, w.headHash = seq, prev
+	w.lastStaged = sb.done
+	return sb, nil
 }
 
-// flush appends a run's pending lines to its file; the background sync
-// fsyncs it.
-func (st *runState) flush() error {
-	if _, err := st.f.Write(st.pend); err != nil {
-		return fmt.Errorf("run %s: %w", st.id, err)
+// settle finishes a staged batch, in the order batches were staged: once
+// the batch before it is settled and its own record's fsync returned
+// (syncErr), its lines are appended to their files. A failed fsync, or a
+// batch before it that failed, fails it and the Writer. A batch whose
+// record is durable but whose files could not be written succeeds and
+// fails the Writer, which must be reopened (the log has the lines).
+func (w *Writer) settle(sb *staged, syncErr error) {
+	<-sb.prev
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	defer close(sb.done)
+	if seg := sb.seg; seg != nil {
+		if seg.pending--; seg.sealed && seg.pending == 0 {
+			_ = seg.f.Close()
+		}
 	}
-	st.pend = st.pend[:0]
+	for _, r := range sb.runs {
+		r.st.unsettled--
+	}
+	switch {
+	case syncErr != nil:
+		w.fail(syncErr)
+		sb.err = fmt.Errorf("%w: %w", ErrFailed, syncErr)
+		return
+	case w.failed != nil:
+		sb.err = fmt.Errorf("%w: %w", ErrFailed, w.failed)
+		return
+	}
+	if err := w.apply(sb); err != nil {
+		w.fail(err)
+		w.log.Error("journal: the batch is durable in the writer's log but its files could not be written; the writer must be reopened", "err", err)
+	}
+	w.written.Add(uint64(len(sb.written)))
+	w.evict()
+}
+
+// apply appends a settled batch's lines to the run files and the head
+// log (fsynced later by Sync) and extends the tree. Called under w.mu.
+func (w *Writer) apply(sb *staged) error {
+	for _, r := range sb.runs {
+		if _, err := r.st.f.Write(r.lines); err != nil {
+			return fmt.Errorf("run %s: %w", r.st.id, err)
+		}
+		w.markDirty(r.st)
+	}
+	if len(sb.head) == 0 {
+		return nil
+	}
+	if _, err := w.head.Write(sb.head); err != nil {
+		return fmt.Errorf("head log: %w", err)
+	}
+	w.headDirty = true
+	if w.tree != nil {
+		w.tree.appendLines(sb.head)
+	}
 	return nil
 }
+
 
 func (w *Writer) markDirty(st *runState) {
 	w.dirty[st.id] = true
@@ -627,6 +718,12 @@ func (w *Writer) sign(jobs []sigJob) {
 	}
 	work()
 	signers.Wait()
+}
+
+func closedChan() chan struct{} {
+	c := make(chan struct{})
+	close(c)
+	return c
 }
 
 // fail marks the Writer failed (the first error stays). Called under mu.
@@ -681,15 +778,27 @@ type dirtySet struct {
 
 // takeDirty hands over what was written since the last sync and seals the
 // current segment. Called under w.mu (or during Open).
+//
+// A segment with records not yet settled stays for a later sync: their
+// lines are not in their files yet, so the files' fsync cannot stand for
+// them.
 func (w *Writer) takeDirty() dirtySet {
 	if w.wal != nil && w.wal.size > 0 {
 		w.sealCurrent()
 	}
-	d := dirtySet{head: w.headDirty, newFiles: w.newFiles, segments: w.walSealed}
+	d := dirtySet{head: w.headDirty, newFiles: w.newFiles}
+	var keep []sealedSegment
+	for _, sg := range w.walSealed {
+		if sg.seg != nil && sg.seg.pending > 0 {
+			keep = append(keep, sg)
+		} else {
+			d.segments = append(d.segments, sg)
+		}
+	}
 	for id := range w.dirty {
 		d.runs = append(d.runs, id)
 	}
-	w.dirty, w.headDirty, w.newFiles, w.walSealed = make(map[string]bool), false, false, nil
+	w.dirty, w.headDirty, w.newFiles, w.walSealed = make(map[string]bool), false, false, keep
 	return d
 }
 
@@ -766,12 +875,15 @@ func (w *Writer) syncFiles(d dirtySet) error {
 
 // evict closes the least recently used run states beyond MaxOpenRuns.
 func (w *Writer) evict() {
-	for w.lru.Len() > w.opts.MaxOpenRuns {
-		el := w.lru.Back()
+	for el := w.lru.Back(); el != nil && w.lru.Len() > w.opts.MaxOpenRuns; {
 		st := el.Value.(*runState)
-		w.lru.Remove(el)
-		delete(w.runs, st.id)
-		st.f.Close()
+		prev := el.Prev()
+		if st.unsettled == 0 { // a staged batch still has lines for it
+			w.lru.Remove(el)
+			delete(w.runs, st.id)
+			st.f.Close()
+		}
+		el = prev
 	}
 }
 
@@ -797,6 +909,10 @@ func (w *Writer) Close() error {
 	w.mu.Unlock()
 	close(w.stop)
 	w.wg.Wait()
+	w.mu.Lock()
+	last := w.lastStaged
+	w.mu.Unlock()
+	<-last // a batch staged is settled before anything closes
 	var errs []error
 	w.mu.Lock()
 	failed := w.failed
