@@ -85,13 +85,15 @@ Commands:
   checkpoint sign a checkpoint of the journal's head log now and have witnesses cosign it
   witness   run a checkpoint witness: cosigns a log's checkpoints, refuses forks and rollbacks
   keygen    make an Ed25519 key for journal signing or a witness
-  policy    policy review: what strict mode would refuse, with rules to copy
+  policy    policy review: what strict mode would refuse, with rules to copy;
+            policy check: the policy, catalogue and grounding rules checked together
   users     dashboard users: add, passwd, remove, list
   evidence  what agents did for a person; a tenant's evidence export; erase a person's content
   replay    decide recorded effects again from their recorded inputs (and under a candidate policy)
   status    show a deployment as an operator sees it: NATS servers, streams, brokers, the writer's lag
   bench     drive many agents over NATS and report decisions/s, latency and journal lag
   sandbox   self-test the sandbox tiers on this machine (sandbox check)
+  contract  read the operations a Python program can send (contract read FILE)
   version   print the version
 
 Run 'gatehouse <command> --help' for a command's flags.
@@ -142,6 +144,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 		return cmdBench(ctx, env, rest)
 	case "sandbox":
 		return cmdSandbox(ctx, env, rest)
+	case "contract":
+		return cmdContract(ctx, env, rest)
 	case "version", "--version":
 		fmt.Fprintln(stdout, "gatehouse", version)
 		return nil

@@ -29,7 +29,6 @@ import (
 	"github.com/gatehouse/gatehouse/policy"
 	"github.com/gatehouse/gatehouse/sandbox"
 	"github.com/gatehouse/gatehouse/sinks/artifact"
-	"github.com/gatehouse/gatehouse/sinks/code"
 	"github.com/gatehouse/gatehouse/sinks/memory"
 	"github.com/gatehouse/gatehouse/sinks/output"
 	"github.com/gatehouse/gatehouse/sinks/peer"
@@ -84,7 +83,8 @@ type serveConfig struct {
 	redisURL      string
 	approvals     approvalFlags
 	integrity     integrityFlags
-	mcp           mcpFlags // mcpserve.go
+	dashboard     dashboardFlags // dashboard_serve.go
+	mcp           mcpFlags       // mcpserve.go
 
 	journalCapture     string
 	journalContentDays int
@@ -119,6 +119,7 @@ func serveFlags(env *cliEnv, c *serveConfig) *flagSet {
 	fs.stringVar(&c.redisURL, "redis-url", "", "keep memories in Redis (redis://host:port/db) instead of JetStream KV")
 	c.approvals.register(fs)
 	c.integrity.register(fs)
+	c.dashboard.register(fs)
 	c.mcp.register(fs)
 	fs.stringVar(&c.journalCapture, "journal-capture", envOr(env, "JOURNAL_CAPTURE", "full"), "what is kept of what decisions depended on, beside the journal in DATA_DIR/content: full (replayable), digests (verifiable only) or off (also $JOURNAL_CAPTURE)")
 	fs.stringVar(&c.contentStore, "content-store", "dir", "where captured content is kept: dir (DATA_DIR/content, this host only) or objectstore (the NATS Object Store bucket gatehouse_content, shared by every broker of a cluster)")
@@ -139,6 +140,9 @@ func cmdServe(ctx context.Context, env *cliEnv, args []string) error {
 	mode, err := policy.ParseMode(c.mode)
 	if err != nil {
 		return usageError("--mode: %v", err)
+	}
+	if err := c.dashboard.webConfig(&web.Config{}); err != nil {
+		return err
 	}
 	if _, err := sandboxConfig(c.sandboxTiers, c.sandboxUIDs); err != nil {
 		return err
@@ -350,10 +354,20 @@ func cmdServe(ctx context.Context, env *cliEnv, args []string) error {
 	if err != nil {
 		return err
 	}
-	srv, err := web.Start(web.Config{Addr: c.httpAddr, Status: status, Ready: ready,
+	webCfg := web.Config{Addr: c.httpAddr, Status: status, Ready: ready,
 		Metrics: promhttp.HandlerFor(reg, promhttp.HandlerOpts{}), Logger: log,
 		Users: users, SetupToken: setupToken, Approvals: apv, JournalDir: c.journalDir(),
-		Integrity: writerIntegrity(&c.integrity, signKey, loop, log), ReloadPolicy: pols.reload})
+		Integrity: writerIntegrity(&c.integrity, signKey, loop, log), ReloadPolicy: pols.reload,
+		Policy: policyByDigest(c.dataDir, func() *policy.Policy { p, _ := pols.current(); return p })}
+	if err := c.dashboard.webConfig(&webCfg); err != nil {
+		_ = svc.Close()
+		return err
+	}
+	if webCfg.State, err = openDashboardState(ctx, js, c.redisURL, c.replicas); err != nil {
+		_ = svc.Close()
+		return err
+	}
+	srv, err := web.Start(webCfg)
 	if err != nil {
 		_ = svc.Close()
 		return fmt.Errorf("web server on %s: %w (use --http to pick another address)", c.httpAddr, err)
@@ -489,7 +503,10 @@ func openSinks(ctx context.Context, js jetstream.JetStream, c *serveConfig, sb *
 	s.sinks = append(s.sinks, artifact.New(art, artifact.Config{}))
 
 	sameUID := sameUIDAllowed(c.mode)
-	codeSink := code.New(sb, code.Config{AllowSameUID: sameUID})
+	codeSink, err := openCode(ctx, js, c, sb, log, s, sameUID)
+	if err != nil {
+		return s, err
+	}
 	// Chromium starts on the first goto; screenshots go to the artifact
 	// store, under the names the artifact sink's get reads.
 	pool := browser.New(browser.Config{Logger: log, Artifacts: art,
@@ -595,7 +612,10 @@ func openProvider(ctx context.Context, js jetstream.JetStream, c *serveConfig, g
 		return nil, fmt.Errorf("credential store: %w", err)
 	}
 	if c.grounding != "" {
-		rules, err := grounding.Load(c.grounding)
+		if cfg.ToolServers, err = toolServerNames(c.mcp.servers); err != nil {
+			return nil, fmt.Errorf("--mcp-servers: %w", err)
+		}
+		rules, err := provider.LoadGrounding(c.grounding, cat.WithToolServers(cfg.ToolServers...))
 		if err != nil {
 			log.Error("grounding rules could not be read: every provider call is refused until they are fixed", "file", c.grounding, "err", err)
 			rules = grounding.Unreadable(c.grounding, err)
