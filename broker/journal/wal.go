@@ -440,6 +440,9 @@ func (w *Writer) recoverLog() error {
 	for _, n := range append(slices.Clone(nums), spares...) {
 		w.walNext = max(w.walNext, n+1)
 	}
+	if err := w.dropSpares(); err != nil { // left by a writer that did not close
+		return err
+	}
 	if len(names) == 0 {
 		return nil
 	}

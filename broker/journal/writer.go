@@ -918,12 +918,12 @@ func (w *Writer) Close() error {
 	failed := w.failed
 	w.mu.Unlock()
 	if failed == nil {
-		err := w.Sync()
-		if err == nil {
-			err = w.dropSpares() // a closed journal holds no log at all
-		}
-		errs = append(errs, err)
+		errs = append(errs, w.Sync())
 	}
+	// Spare segments go whatever happened: they only save a write ahead,
+	// and a writer that failed on a full disk must not hold their space
+	// while it is reopened.
+	errs = append(errs, w.dropSpares())
 	w.syncMu.Lock()
 	defer w.syncMu.Unlock()
 	w.mu.Lock()
