@@ -65,6 +65,15 @@
 // answers a request. A reply aimed at a stream, a bucket or another run's
 // subject is therefore refused by the server even if the check failed.
 //
+// The broker is not the only thing on NATS that answers: JetStream answers
+// every API request, fetch and acknowledgement, and NATS micro every
+// discovery request, on the reply subject the requester named, with rights
+// of their own, and the server never checks a reply subject. So no agent
+// or application credential may publish any $JS or $SRV subject
+// (embedded.Permissions): an agent reads its peer messages through the
+// broker (PeerNextRequest on subject.PeerNext, served from the sink's
+// PeerQueue, answered like any reply), and discovery is the operator's.
+//
 // # Where each fact of a request comes from
 //
 // None of the facts a decision depends on is taken from what an agent
