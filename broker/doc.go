@@ -103,7 +103,9 @@
 //	                   the sink's operation, is described and decided as such
 //	request_id         the agent's idempotency key, scoped to the run (so to the
 //	                   run's own agent, since admit runs first: no identity can claim
-//	                   or poison another run's request ids)
+//	                   or poison another run's request ids) and bound to the sink
+//	                   and the admitted request: the same id with other bytes or
+//	                   for another sink is REQUEST_ID_REUSED, never a replay
 //	params             the sink's arguments, decoded strictly by the sink, which
 //	                   builds the Effect from what will actually happen:
 //	  provider          method, host, path, body values: the canonical request the
