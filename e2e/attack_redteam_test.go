@@ -71,10 +71,17 @@ func (a *identityAttack) serverReplyTargets() map[string]string {
 func TestRedteamJetStreamAnswersNoAgent(t *testing.T) {
 	a := startAttack(t)
 	alice, bob := a.agent("alice"), a.agent("bob")
-	// A message waits in bob's queue, so his consumer exists and a fetch
-	// would have something to deliver.
-	if r, err := alice.Send(a.ctx(), a.runs["alice"], "bob", "for bob"); err != nil || r.Decision.Outcome != journal.OutcomeAllowed {
-		t.Fatalf("alice to bob: %+v %v", r, err)
+	// bob has read a message (so his consumer exists) and another waits
+	// (so a fetch would have something to deliver).
+	for _, body := range []string{"first", "for bob"} {
+		if r, err := alice.Send(a.ctx(), a.runs["alice"], "bob", body); err != nil || r.Decision.Outcome != journal.OutcomeAllowed {
+			t.Fatalf("alice to bob: %+v %v", r, err)
+		}
+	}
+	in, err := bob.Peer("bob")
+	must(t, err)
+	if m, err := in.Next(a.ctx()); err != nil || string(m.Body) != `"first"` {
+		t.Fatalf("bob's first message: %+v %v", m, err)
 	}
 	watch, err := a.app.Conn().SubscribeSync(subject.AppInboxOf(subject.Shared) + ".redteam")
 	must(t, err)
@@ -130,8 +137,6 @@ func TestRedteamJetStreamAnswersNoAgent(t *testing.T) {
 		t.Errorf("the shared application's inbox received %s", m.Data)
 	}
 	// bob still gets his message, through Gatehouse, exactly once.
-	in, err := bob.Peer("bob")
-	must(t, err)
 	m, err := in.Next(a.ctx())
 	if err != nil || m.From != "alice" || string(m.Body) != `"for bob"` || m.FromRun != a.runs["alice"] {
 		t.Fatalf("bob's message: %+v %v", m, err)

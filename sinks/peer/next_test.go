@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/gatehouse/gatehouse/broker"
+	"github.com/gatehouse/gatehouse/broker/journal"
 	"github.com/gatehouse/gatehouse/broker/natstest"
 	"github.com/gatehouse/gatehouse/broker/subject"
 	"github.com/gatehouse/gatehouse/policy"
@@ -147,4 +148,43 @@ func servePeer(t *testing.T, js jetstream.JetStream, nc *nats.Conn) *peer.Sink {
 	}
 	t.Cleanup(func() { _ = svc.Close() })
 	return ps
+}
+
+// A send creates nothing for its recipient: only the agent itself, asking
+// for its own messages, makes its consumer. Otherwise any agent could make
+// the peer stream carry a durable consumer per name it cares to send to.
+// Messages sent before wait in the stream for the recipient's first read.
+func TestSendCreatesNoConsumer(t *testing.T) {
+	env := start(t, policy.ModeStrict, "")
+	run := env.Open(t, broker.OpenWork{Tenant: "acme", Person: "ada"})
+	ctx := sinktest.Ctx(t)
+	st, err := env.JS.Stream(ctx, subject.PeerStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	consumers := func() int {
+		info, err := st.Info(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return info.State.Consumers
+	}
+	before := consumers()
+	for i := 0; i < 20; i++ {
+		if r, err := env.Agent.Send(ctx, run, "ghost-"+string(rune('a'+i)), "boo"); err != nil || r.Decision.Outcome != journal.OutcomeAllowed {
+			t.Fatalf("send: %+v %v", r, err)
+		}
+	}
+	if r, err := env.Agent.Send(ctx, run, "bob", "early"); err != nil || r.Decision.Outcome != journal.OutcomeAllowed {
+		t.Fatalf("send to bob: %+v %v", r, err)
+	}
+	if n := consumers(); n != before {
+		t.Fatalf("sends made %d consumers", n-before)
+	}
+	if m := receive(t, env.NamedAgent(t, "bob", ""), "bob", 5*time.Second); m == nil || string(m.Body) != `"early"` {
+		t.Fatalf("bob's message sent before he had a consumer: %+v", m)
+	}
+	if n := consumers(); n != before+1 {
+		t.Fatalf("bob's read made %d consumers, want 1", n-before)
+	}
 }

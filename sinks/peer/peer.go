@@ -43,9 +43,12 @@
 // stream has work-queue retention: a message stays (up to MaxAge) until its
 // recipient acknowledges it, then it is gone. Each agent has one durable
 // pull consumer, peer_<agent>, filtered to its subject; the sink creates it
-// before the first message to that agent or its first read. Core NATS
-// alone was not enough: a message to an agent that is not subscribed at
-// that instant would be lost while the journal says it was delivered.
+// at the agent's first read, never for a send (any agent may name any
+// recipient, and a durable consumer per name would be the sender's to
+// multiply), so messages sent before wait in the stream, which keeps
+// them with or without a consumer. Core NATS alone was not enough: a
+// message to an agent that is not subscribed at that instant would be
+// lost while the journal says it was delivered.
 //
 // # Reading
 //
@@ -411,10 +414,12 @@ func (s *Sink) members(ctx context.Context, root string) ([]member, error) {
 
 // deliver publishes m to agent, filling in the sender from the run's
 // record, and returns the stream sequence once JetStream has stored it.
+//
+// It creates nothing for the recipient: the message waits in the work
+// queue, kept whether or not a consumer exists, until the recipient's
+// first read makes its consumer (Next). A send naming any agent it likes
+// therefore costs the stream one message, never a durable consumer.
 func (s *Sink) deliver(ctx context.Context, agent string, m *broker.PeerMessage, from *broker.Run) (uint64, error) {
-	if _, err := s.consumer(ctx, agent); err != nil {
-		return 0, err
-	}
 	m.From, m.FromRun, m.Time = from.Agent, from.ID, s.now().UTC()
 	b, err := json.Marshal(m)
 	if err != nil {
