@@ -146,7 +146,9 @@
 //     what policy would refuse, and these are not policy. They are recorded
 //     as a policy.decision of rule journal.RuleIdentity against the run the
 //     request named, with no request content (nothing to replay). In mode
-//     off they are refused and not recorded.
+//     off they are refused and not recorded; in a closed run too, whose
+//     journal ends at run.close (verify reports any event after it as
+//     tampering, which anyone knowing the run id could otherwise cause).
 //   - A run opened without an agent accepts only the shared agent
 //     credential; a named agent acts only on runs opened for it.
 //   - A request dropped for its reply subject is not decided: deciding and

@@ -202,3 +202,28 @@ func TestRedteamDiscoveryAnswersNoApplication(t *testing.T) {
 		t.Fatalf("an operator's discovery: %s %v", m.Data, err)
 	}
 }
+
+// A refusal of another agent is recorded against the run it named, but
+// never after the run's close: verify would report that as tampering, so
+// any agent knowing a closed run's id could break the tenant's evidence.
+func TestRedteamClosedRunJournalStaysIntact(t *testing.T) {
+	a := startAttack(t)
+	alice, bob := a.agent("alice"), a.agent("bob")
+	if r, err := alice.Output(a.ctx(), a.runs["alice"], "ok", 1); err != nil || r.Decision.Outcome != journal.OutcomeAllowed {
+		t.Fatalf("alice: %+v %v", r, err)
+	}
+	must(t, a.app.CloseWork(a.ctx(), a.runs["alice"], "done"))
+	closed := a.onSubject(subject.JournalStream, subject.Journal(a.runs["alice"]))
+	for i := 0; i < 3; i++ {
+		if r, err := bob.Output(a.ctx(), a.runs["alice"], "ok", "after close"); codeOf(err) != broker.CodeNotRunAgent || r.Decision.Recorded {
+			t.Fatalf("bob on alice's closed run: %+v %v", r, err)
+		}
+	}
+	if n := a.onSubject(subject.JournalStream, subject.Journal(a.runs["alice"])); n != closed {
+		t.Fatalf("alice's closed run gained %d journal events", n-closed)
+	}
+	a.s.stop(t)
+	if v := gh(t, "verify", a.data+"/journal"); v.code != 0 {
+		t.Fatalf("verify: %s", v.stdout)
+	}
+}
