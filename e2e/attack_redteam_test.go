@@ -1,8 +1,12 @@
 package e2e
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -11,9 +15,11 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/gatehouse/gatehouse/broker"
+	"github.com/gatehouse/gatehouse/broker/client"
 	"github.com/gatehouse/gatehouse/broker/embedded"
 	"github.com/gatehouse/gatehouse/broker/journal"
 	"github.com/gatehouse/gatehouse/broker/subject"
+	"github.com/gatehouse/gatehouse/policy"
 )
 
 // The red team's cases (after issue 12 landed): what the NATS server
@@ -225,5 +231,65 @@ func TestRedteamClosedRunJournalStaysIntact(t *testing.T) {
 	a.s.stop(t)
 	if v := gh(t, "verify", a.data+"/journal"); v.code != 0 {
 		t.Fatalf("verify: %s", v.stdout)
+	}
+}
+
+// Host commands of two runs, of two tenants, that hold the same uid one
+// after the other (a range's uids come round again; --sandbox-uid N gives
+// every run the same one) share nothing: what one leaves in /tmp, /var/tmp,
+// /dev/shm or System V shared memory, the next cannot read, and none of it
+// is left on the host.
+func TestRedteamHostCommandsShareNoTemp(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("host commands switch uids only when serve is root")
+	}
+	data := t.TempDir()
+	if r := gh(t, "agents", "add", "runner", "--origin", "shipped", "--data-dir", data); r.code != 0 {
+		t.Fatalf("agents add: %+v", r)
+	}
+	pol := filepath.Join(data, "cards.yaml")
+	must(t, os.WriteFile(pol, []byte("agents:\n  - name: runner\n"), 0o600))
+	const uid = "2100000300" // outside the default range other tests lease
+	s := serve(t, data, "--mode", "strict", "--policy", pol, "--sandbox-uid", uid)
+	app, err := client.Dial(s.ep.NATSURL, client.App, s.ep.AppCreds)
+	must(t, err)
+	defer app.Close()
+	runner, err := client.DialAgent(s.ep.NATSURL, "runner", embedded.AgentCredsPath(filepath.Join(data, "nats"), "runner"))
+	must(t, err)
+	defer runner.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	mark := fmt.Sprintf("gatehouse-redteam-%d", time.Now().UnixNano())
+	exec := func(tenant, script string) string {
+		t.Helper()
+		run, err := app.OpenWork(ctx, broker.OpenWork{Tenant: tenant, Person: "p", Agent: "runner"})
+		must(t, err)
+		p, _ := json.Marshal(map[string]any{"argv": []string{"/bin/sh", "-c", script}})
+		r, err := runner.Effect(ctx, policy.SinkProcess, broker.EffectRequest{Run: run, Action: "exec", Params: p})
+		if err != nil || r.Decision.Outcome != journal.OutcomeAllowed {
+			t.Fatalf("exec for %s: %+v %v", tenant, r, err)
+		}
+		var res struct{ Stdout, Stderr string }
+		must(t, json.Unmarshal(r.Result, &res))
+		return res.Stdout + res.Stderr
+	}
+	left := exec("acme", fmt.Sprintf(`id -u
+for d in /tmp /var/tmp /dev/shm; do echo acme-secret > $d/%[1]s && chmod 0644 $d/%[1]s && echo wrote $d; done
+ipcmk -M 4096 -p 0644 >/dev/null && echo shm`, mark))
+	if !strings.Contains(left, uid) || strings.Count(left, "wrote") != 3 {
+		t.Fatalf("the first run: %s", left)
+	}
+	got := exec("globex", fmt.Sprintf(`id -u; cat /tmp/%[1]s /var/tmp/%[1]s /dev/shm/%[1]s 2>&1; ipcs -m -c | grep -c %[2]s`, mark, uid))
+	if !strings.Contains(got, uid) || strings.Contains(got, "acme-secret") {
+		t.Fatalf("the second run, as the same uid, read the first one's files: %s", got)
+	}
+	if lines := strings.Fields(got); lines[len(lines)-1] != "0" {
+		t.Fatalf("the second run sees the first one's shared memory: %s", got)
+	}
+	for _, d := range []string{"/tmp", "/var/tmp", "/dev/shm"} {
+		if _, err := os.Stat(filepath.Join(d, mark)); !os.IsNotExist(err) {
+			_ = os.Remove(filepath.Join(d, mark))
+			t.Errorf("a host command's file is left in the host's %s", d)
+		}
 	}
 }

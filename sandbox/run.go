@@ -31,7 +31,8 @@ type helperConfig struct {
 	Mode    string   `json:"mode"`
 	Argv    []string `json:"argv"`
 	Env     []string `json:"env"`
-	Dir     string   `json:"dir"` // host workspace
+	Dir     string   `json:"dir"`                 // host workspace
+	Root    string   `json:"work_root,omitempty"` // the work root fresh workspaces are made in
 	UID     int      `json:"uid"`
 	GID     int      `json:"gid"`
 	Drop    bool     `json:"drop"`    // switch to UID/GID (root only; else the program keeps this process's ids)
@@ -128,7 +129,7 @@ func (s *Sandbox) run(ctx context.Context, spec Spec, mode string, tier Tier, co
 		}()
 	}
 	hc := helperConfig{
-		Mode: mode, Argv: spec.Argv, Env: spec.Env, Dir: ws, UID: ls.uid, GID: ls.gid, Drop: drop, OwnPID: ownPID,
+		Mode: mode, Argv: spec.Argv, Env: spec.Env, Dir: ws, Root: s.cfg.WorkRoot, UID: ls.uid, GID: ls.gid, Drop: drop, OwnPID: ownPID,
 		Rlimits: rlimitsFor(lim, s.cg == "" && ls.uid != 0), TmpSize: lim.TmpSize, Bwrap: s.cfg.Bwrap,
 		Gateway: spec.Gateway != nil,
 	}
@@ -196,7 +197,10 @@ func (s *Sandbox) launch(ctx context.Context, hc helperConfig, lim Limits, stdin
 	cmd.WaitDelay = time.Second
 	attr := &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if hc.OwnPID {
-		attr.Cloneflags = syscall.CLONE_NEWPID | syscall.CLONE_NEWNS
+		// An IPC namespace too: System V shared memory, semaphores and
+		// message queues a run leaves are gone with it, never seen by the
+		// next run that holds the same uid.
+		attr.Cloneflags = syscall.CLONE_NEWPID | syscall.CLONE_NEWNS | syscall.CLONE_NEWIPC
 	}
 	if hc.Mode == modeNamespaces {
 		attr.Cloneflags = syscall.CLONE_NEWUSER | syscall.CLONE_NEWNS | syscall.CLONE_NEWPID | syscall.CLONE_NEWNET |
