@@ -223,14 +223,17 @@ func (b *Broker) CloseRun(ctx context.Context, from Caller, c *CloseWork) error 
 	if err := admitClose(from, run); err != nil {
 		return err
 	}
+	// Sinks let go of an open run's state before it closes, so what
+	// letting go sends (a browser page's unload beacons) is decided and
+	// recorded under the run; and again after, for anything an effect
+	// opened meanwhile.
+	if !run.Closed {
+		b.closeSinks(c.Run)
+	}
 	if _, err := b.runs.Close(ctx, c.Run); err != nil {
 		return err
 	}
-	for _, s := range b.sinks {
-		if rc, ok := s.(RunCloser); ok {
-			rc.CloseRun(c.Run)
-		}
-	}
+	b.closeSinks(c.Run)
 	if b.mode == policy.ModeOff {
 		return nil
 	}
@@ -239,6 +242,14 @@ func (b *Broker) CloseRun(ctx context.Context, from Caller, c *CloseWork) error 
 		return err
 	}
 	return b.journal.Record(ctx, ev)
+}
+
+func (b *Broker) closeSinks(run string) {
+	for _, s := range b.sinks {
+		if rc, ok := s.(RunCloser); ok {
+			rc.CloseRun(run)
+		}
+	}
 }
 
 // Propose decides one effect of sink, proposed by from, for the run the

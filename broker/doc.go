@@ -130,6 +130,20 @@
 //	                    run's opening application's (subject.Output)
 //	  browser           target, host and page host from the browser and its proxy;
 //	                    sends are proposed by the browser only (Internal)
+//	  mcp               server and tool select a catalogued server and a tool of
+//	                    its pin: the sink sets Effect.Tool and Target to
+//	                    "<server>/<tool>" (what cards match; the agent's tool
+//	                    field is still refused), Provider to the server (the
+//	                    mandate's system) and Class from the catalogue or the
+//	                    pin, never from the arguments; arguments: decided as a
+//	                    whole (approvals bind them, grounding checks them);
+//	                    credential: the person's, after the decision
+//
+// The agent's tools requests (gatehouse.v1.agent.<id>.tools.list and
+// .tools.wait, tools.go) decide and record nothing; their run must be the
+// caller's own (RunAgent, else NOT_RUN_AGENT, not recorded since nothing
+// was proposed), and a wait names an approval id that must belong to that
+// run (else APPROVAL_NOT_FOUND, whether or not it exists elsewhere).
 //
 // For applications the same holds: who opens and closes work is the
 // subject's application identity. A run records it (Run.App): only that

@@ -114,6 +114,7 @@ var codes = []struct {
 	{ErrApprovalUsed, CodeApprovalUsed, "an approved action runs at most once; a new one needs a new approval"},
 	{ErrApprovalStore, CodeApprovalStore, "the approval store (JetStream KV or Redis) could not be reached; retry when it is healthy"},
 	{ErrPolicyWouldRefuse, CodePolicyWouldRefuse, "change the action so policy allows it; see the reasons"},
+	{ErrUnknownApproval, CodeApprovalNotFound, "wait only on the approval id a held effect of this run returned"},
 	{approval.ErrNotFound, CodeApprovalNotFound, "list requests with 'gatehouse approve list'"},
 	{approval.ErrAlreadyDecided, CodeAlreadyDecided, "the first decision stands"},
 	{approval.ErrNotAllowed, CodeNotAllowed, "the requester cannot approve; the approver needs one of the rule's roles and its least assurance"},

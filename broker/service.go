@@ -88,6 +88,9 @@ func Serve(nc *nats.Conn, b *Broker, cfg ServiceConfig) (*Service, error) {
 	if err := s.addApprovals(add); err != nil {
 		return nil, s.fail(err)
 	}
+	if err := s.addTools(add); err != nil { // tools.go
+		return nil, s.fail(err)
+	}
 	if q := b.peerQueue(); q != nil {
 		if err := add("peer-next", subject.PeerNextEndpoint, subject.ClassAgent, s.peerNext(q)); err != nil {
 			return nil, s.fail(err)
@@ -234,6 +237,10 @@ func replyError(v any) *ErrorBody {
 	case *ApprovalReply:
 		return v.Error
 	case *PeerNextReply:
+		return v.Error
+	case *ToolsReply:
+		return v.Error
+	case *WaitReply:
 		return v.Error
 	}
 	return nil

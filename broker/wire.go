@@ -216,6 +216,9 @@ func DecodeOpenWork(data []byte) (*OpenWork, error) {
 	if err := decodeStrict(data, &w); err != nil {
 		return nil, err
 	}
+	if err := checkOpenWorkJSON(data); err != nil {
+		return nil, err
+	}
 	if err := checkPrincipalPart("tenant", w.Tenant); err != nil {
 		return nil, err
 	}

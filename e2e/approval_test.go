@@ -75,18 +75,8 @@ func (b *bank) paid() map[string]string {
 // flags and the private key file.
 func approvalFiles(t *testing.T, dir, url string) (flags []string, privFile string) {
 	t.Helper()
-	write := func(name, text string) string {
-		p := filepath.Join(dir, name)
-		if err := os.WriteFile(p, []byte(text), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
-	pub, priv, err := ed25519.GenerateKey(rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	privFile = write("backend.key", base64.StdEncoding.EncodeToString(priv.Seed())+"\n")
+	write := inDir(t, dir)
+	pubFile, privFile := backendKey(t, write)
 	return []string{
 		"--mode", "strict",
 		"--agents", erpRunner + "=shipped",
@@ -104,9 +94,33 @@ approvals:
     roles: [finance]
     assurance: mfa
 `),
-		"--approval-key", write("backend.pub", base64.StdEncoding.EncodeToString(pub)+"\n"),
+		"--approval-key", pubFile,
 		"--approval-claim-timeout", "2s",
 	}, privFile
+}
+
+// inDir returns a function that writes a file of dir (mode 0600) and
+// returns its path.
+func inDir(t *testing.T, dir string) func(name, text string) string {
+	return func(name, text string) string {
+		t.Helper()
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+}
+
+// backendKey writes a backend's Ed25519 key pair: the public key for
+// serve's --approval-key, the private one for 'gatehouse approve --key'.
+func backendKey(t *testing.T, write func(name, text string) string) (pubFile, privFile string) {
+	t.Helper()
+	pub, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return write("backend.pub", base64.StdEncoding.EncodeToString(pub)+"\n"), write("backend.key", base64.StdEncoding.EncodeToString(priv.Seed())+"\n")
 }
 
 func bankPayment(amount string) string {
@@ -279,7 +293,11 @@ func TestApprovalsThroughServe(t *testing.T) {
 	if r, code := call("300.00"); code != 1 || r.Outcome != nil || r.Error == nil || r.Error.Code != broker.CodeApprovalUsed {
 		t.Fatalf("an outcome_unknown action ran again: exit %d %+v %+v", code, r.Decision, r.Error)
 	}
-	rc := gh(t, "approve", "reconcile", id3, "--data-dir", data, "--key", key, "--approver", "olga", "--happened=true", "--reason", "the bank shows the payment")
+	// Reconciling needs the rule's role and assurance, as approving does.
+	if rc := gh(t, "approve", "reconcile", id3, "--data-dir", data, "--key", key, "--approver", "olga", "--happened=false", "--reason", "no role"); rc.code != 1 {
+		t.Fatalf("reconcile without the rule's role: exit %d %s %s", rc.code, rc.stdout, rc.stderr)
+	}
+	rc := gh(t, "approve", "reconcile", id3, "--data-dir", data, "--key", key, "--approver", "olga", "--role", "finance", "--assurance", "mfa", "--happened=true", "--reason", "the bank shows the payment")
 	if rc.code != 0 {
 		t.Fatalf("reconcile: exit %d %s %s", rc.code, rc.stdout, rc.stderr)
 	}

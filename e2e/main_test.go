@@ -89,6 +89,7 @@ type endpoints struct {
 	JournalDir string `json:"journal_dir"`
 	AppCreds   string `json:"app_creds"`
 	AgentCreds string `json:"agent_creds"`
+	MCP        string `json:"mcp"`
 }
 
 // serve starts `gatehouse serve` on free ports and waits until it has

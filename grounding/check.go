@@ -16,6 +16,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/cockroachdb/apd/v3"
+
+	"github.com/gatehouse/gatehouse/grounding/strictjson"
 )
 
 // Call is a provider call exactly as it is about to leave.
@@ -223,6 +225,11 @@ type checker struct {
 	json     jsonDoc
 	form     url.Values
 	bound    []boundRecord
+	// twice holds the fields sent twice, by the case-folded form of their
+	// field path ("request.json.iban", "request.form.iban"): a JSON key or
+	// a form or query name written twice, or written in two ways equal
+	// after case folding and NFC, or a form or query name with two values.
+	twice map[string]bool
 }
 
 type boundRecord struct {
@@ -284,7 +291,12 @@ func (c *checker) readRequest() {
 			}
 			c.bodyKind, c.json = bodyJSON, doc
 			for _, d := range doc.dups {
-				c.fail("%s is sent twice", d.shown)
+				c.sentTwice(d.raw)
+				if d.folded {
+					c.fail("%s is sent twice, as keys that differ only in case or Unicode form", d.shown)
+				} else {
+					c.fail("%s is sent twice", d.shown)
+				}
 			}
 		case mt == "application/x-www-form-urlencoded":
 			form, err := url.ParseQuery(string(call.Body))
@@ -294,21 +306,95 @@ func (c *checker) readRequest() {
 				break
 			}
 			c.bodyKind, c.form = bodyForm, form
-			for _, k := range sortedKeys(form) {
-				if len(form[k]) > 1 {
-					c.fail("request.form.%s is sent twice", displayKey(k))
-				}
-			}
+			c.namesTwice("request.form.", form)
 		default:
 			c.bodyKind = bodyUnreadable
 			c.fail("the request body cannot be read: its content type is not application/json or application/x-www-form-urlencoded")
 		}
 	}
-	for _, k := range sortedKeys(call.Query) {
-		if len(call.Query[k]) > 1 {
-			c.fail("request.query.%s is sent twice", displayKey(k))
+	c.namesTwice("request.query.", call.Query)
+	c.mergedTwice()
+}
+
+// mergedTwice fails every top-level body field (a JSON key or a form name)
+// also sent as a query name, up to case: frameworks that merge query and
+// body parameters (Rails, Laravel, PHP's $_REQUEST) read them as one
+// field, and which copy wins differs.
+func (c *checker) mergedTwice() {
+	q := c.in.Call.Query
+	if len(q) == 0 {
+		return
+	}
+	var keys []string
+	prefix := "request.json."
+	switch c.bodyKind {
+	case bodyJSON:
+		if m, ok := c.json.root.(map[string]any); ok {
+			keys = sortedKeys(m)
+		}
+	case bodyForm:
+		keys, prefix = sortedKeys(c.form), "request.form."
+	}
+	if len(keys) == 0 {
+		return
+	}
+	inQuery := make(map[string]string, len(q))
+	for k := range q {
+		inQuery[strictjson.FoldKey(k)] = k
+	}
+	for _, k := range keys {
+		qk, ok := inQuery[strictjson.FoldKey(k)]
+		if !ok {
+			continue
+		}
+		c.sentTwice(prefix + k)
+		c.sentTwice("request.query." + qk)
+		c.fail("%s%s is sent twice, in the body and in the query, which servers that merge parameters read as one field", prefix, displayKey(k))
+	}
+}
+
+func (c *checker) sentTwice(field string) {
+	if c.twice == nil {
+		c.twice = map[string]bool{}
+	}
+	c.twice[strictjson.FoldKey(field)] = true
+}
+
+// namesTwice fails every form or query name sent with more than one
+// value, or written in two ways equal after case folding and NFC.
+func (c *checker) namesTwice(prefix string, vals url.Values) {
+	var seen map[string]string
+	for _, k := range sortedKeys(vals) {
+		f := strictjson.FoldKey(k)
+		prev, again := seen[f]
+		switch {
+		case again:
+			c.sentTwice(prefix + k)
+			c.fail("%s%s is sent twice, as names that differ only in case or Unicode form (%s)", prefix, displayKey(k), displayKey(prev))
+		case len(vals[k]) > 1:
+			c.sentTwice(prefix + k)
+			c.fail("%s%s is sent twice", prefix, displayKey(k))
+		}
+		if seen == nil {
+			seen = map[string]string{}
+		}
+		seen[f] = k
+	}
+}
+
+// isTwice reports whether the field at fp, or a field inside it or around
+// it, was sent twice.
+func (c *checker) isTwice(fp fieldPath) bool {
+	if c.twice == nil {
+		return false
+	}
+	p := strictjson.FoldKey(fp.text)
+	for t := range c.twice {
+		if overlaps(t, p) {
+			return true
 		}
 	}
+	return false
 }
 
 func sortedKeys[V any](m map[string]V) []string {
@@ -377,10 +463,8 @@ func (c *checker) values(fp fieldPath) ([]any, status) {
 		default:
 			return nil, missing
 		}
-		for _, d := range c.json.dups {
-			if overlaps(d.raw, fp.text) {
-				return nil, twice
-			}
+		if c.isTwice(fp) {
+			return nil, twice
 		}
 		return walk(c.json.root, fp.segs, false)
 	case rootForm:
@@ -391,8 +475,14 @@ func (c *checker) values(fp fieldPath) ([]any, status) {
 		default:
 			return nil, missing
 		}
+		if c.isTwice(fp) {
+			return nil, twice
+		}
 		return oneOf(c.form[fp.segs[0].key])
 	case rootQuery:
+		if c.isTwice(fp) {
+			return nil, twice
+		}
 		return oneOf(c.in.Call.Query[fp.segs[0].key])
 	case rootPath:
 		v, ok := c.params[fp.segs[0].key]
@@ -704,29 +794,39 @@ func (c *checker) require(q *requirement) {
 		c.fail("%s cannot be checked: %s", q.text, strings.Join(problems, "; "))
 		return
 	}
+	bound := q.against.text
+	if q.list != nil && q.rel != relOneOf {
+		bound = "the rule's bound"
+	}
+	signOK := c.signed(q, sent)
 	switch q.rel {
-	case relEquals, relAtMost:
+	case relEquals, relAtMost, relAtLeast:
 		var ok bool
 		var err error
-		if q.rel == relEquals {
+		switch q.rel {
+		case relEquals:
 			ok, err = Compare(q.kind, sent, against[0])
-		} else {
+		case relAtMost:
 			ok, err = AtMost(q.kind, sent, against[0])
+		default:
+			ok, err = AtLeast(q.kind, sent, against[0])
 		}
 		switch {
 		case err != nil:
-			c.fail("%s cannot be checked: %s is not a valid %s", q.text, q.against.text, q.kind)
+			c.fail("%s cannot be checked: %s is not a valid %s", q.text, bound, q.kind)
 		case !ok && q.rel == relEquals:
-			c.fail("%s does not equal %s (%s)", q.field.text, q.against.text, q.kind)
+			c.fail("%s does not equal %s (%s)", q.field.text, bound, q.kind)
+		case !ok && q.rel == relAtMost:
+			c.fail("%s is above %s (%s)", q.field.text, bound, q.kind)
 		case !ok:
-			c.fail("%s is above %s (%s)", q.field.text, q.against.text, q.kind)
+			c.fail("%s is below %s (%s)", q.field.text, bound, q.kind)
 		default:
-			chk.Grounded = true
+			chk.Grounded = signOK
 		}
 	case relOneOf:
 		for _, a := range against {
 			if ok, err := Compare(q.kind, sent, a); err == nil && ok {
-				chk.Grounded = true
+				chk.Grounded = signOK
 				return
 			}
 		}
@@ -736,6 +836,28 @@ func (c *checker) require(q *requirement) {
 			c.fail("%s is not one of %s (%s)", q.field.text, q.against.text, q.kind)
 		}
 	}
+}
+
+// signed checks the sign of a money or number value the rule bounds,
+// failing the call when it is refused; it reports whether it passed.
+func (c *checker) signed(q *requirement, sent any) bool {
+	if q.sign == signAny {
+		return true
+	}
+	d, err := decimalOf(q.kind, sent)
+	if err != nil {
+		return false // normalForm has failed the call already
+	}
+	minus := strings.HasPrefix(decimalText(sent), "-")
+	switch {
+	case q.sign == signPositive && (minus || d.Sign() <= 0):
+		c.fail("%s is not above zero, and the rule takes only positive values (sign: positive)", q.field.text)
+		return false
+	case q.sign == signNonNegative && (minus || d.Sign() < 0):
+		c.fail("%s is negative or written with a minus sign, which a requirement bounding it from above refuses (sign: non-negative; write sign: any to take negative values)", q.field.text)
+		return false
+	}
+	return true
 }
 
 // normalForm returns the digest of v in kind's normal form.

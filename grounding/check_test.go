@@ -336,7 +336,21 @@ func TestCheckPayment(t *testing.T) {
 				return c
 			}(),
 			records: honestStore(),
-			want:    []string{"request.query.iban is sent but no requirement names it"},
+			want: []string{
+				"request.json.iban is sent twice, in the body and in the query",
+				"request.json.iban equals supplier.iban (iban) cannot be checked: request.json.iban is sent twice",
+				"request.query.iban is sent but no requirement names it",
+			},
+		},
+		{
+			name: "a query parameter nothing names, under another name",
+			call: func() Call {
+				c := paymentCall(payment(nil))
+				c.Query = url.Values{"memo": {"x"}}
+				return c
+			}(),
+			records: honestStore(),
+			want:    []string{"request.query.memo is sent but no requirement names it"},
 		},
 		{
 			name: "a query parameter sent twice",

@@ -43,6 +43,16 @@
 // path.Match glob such as "*" or "inv-*". The first rule whose match fits
 // a call is the one checked; later rules are not tried.
 //
+// Paths (match and read) are the paths as sent, the provider's base path
+// included ("/api/payments" for base_url https://erp.example.com/api),
+// and they are matched against the canonical call the provider sink
+// sends: every spelling of an operation the sink accepts is one path here
+// (see the provider sink's documentation). Rules.Resolve, which the sink
+// runs when rules are loaded, binds each rule to the catalogue's
+// operations: a match path, method or provider that fits no declared
+// operation, and a read that no integration declares as a GET, are load
+// errors naming the file, the rule, the part and what to write.
+//
 // bind follows records in order. read names the provider and a path
 // template whose "{name}" segments are whole segments; where fills every
 // placeholder, and nothing else, from a field path. A where may name
@@ -59,13 +69,20 @@
 // exact; see Compare):
 //   - equals: a path into a binding, or an input path when the rule takes
 //     selectors_from: [input].
-//   - at_most: the same, for money and number only.
+//   - at_most, at_least: the same, or a literal decimal number
+//     (at_least: 0.01), for money and number only.
 //   - one_of: a literal list (strings, decimal numbers, true, false, null;
 //     every entry readable as the kind), or a path ending in a list with
 //     [*], e.g. invoice.currencies[*] or invoice.lines[*].iban.
 //
 // A request value never grounds another request value (equals:
 // request.json.x is a load error).
+//
+// sign (money and number only) says what sign the value sent may have:
+// positive (above zero), non-negative (not below zero, and not written
+// with a minus sign: "-0" and "-0.00" are refused) or any. A requirement
+// with at_most is non-negative unless it says otherwise, so an amount
+// bounded from above cannot be a negative one; the others default to any.
 //
 // other_fields: deny refuses every request field no require field and no
 // where names: every leaf of the JSON body (a scalar, an empty object or
@@ -107,7 +124,12 @@
 //
 //  1. reads the request: the body by its content type (a body it cannot
 //     read fails, when a rule applies), and fails each field sent twice
-//     (a JSON object key at any depth, a form key or a query key);
+//     (a JSON object key at any depth, a form key or a query key, also
+//     when the two are written differently but equal after Unicode case
+//     folding and NFC, "iban" and "IBAN", which a provider matching fields
+//     without regard to case reads as one: strictjson.FoldKey), and each
+//     top-level body field also sent as a query name (frameworks that
+//     merge query and body parameters read one of the two);
 //  2. follows each binding in order: fills the read path from its where;
 //     finds the records read at exactly that path (Records.Lookup, or one
 //     Reread); fails when there is none, when records with different
@@ -118,7 +140,8 @@
 //     read before the write is still a record the run did not shape), when
 //     it is older than max_age_seconds, when its citation's digest is not
 //     the digest of its body, or when its body is not one JSON value
-//     without repeated keys. A binding that fails leaves every binding and
+//     strictjson reads without repeated keys (equal up to case and NFC
+//     included). A binding that fails leaves every binding and
 //     requirement that depends on it failing too;
 //  3. checks each requirement: both sides present (JSON null counts as
 //     missing) and readable as the kind, then the relation;

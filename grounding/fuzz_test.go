@@ -126,8 +126,9 @@ func FuzzMoney(f *testing.F) {
 		}
 		eq, err := Compare(kind, a, b)
 		le, err2 := AtMost(kind, json.Number(a), json.Number(b))
-		if (err == nil) != (err2 == nil) {
-			t.Fatalf("Compare and AtMost disagree on whether %q, %q can be read", a, b)
+		ge, err3 := AtLeast(kind, a, json.Number(b))
+		if (err == nil) != (err2 == nil) || (err == nil) != (err3 == nil) {
+			t.Fatalf("Compare, AtMost and AtLeast disagree on whether %q, %q can be read", a, b)
 		}
 		if err != nil {
 			return
@@ -137,7 +138,7 @@ func FuzzMoney(f *testing.F) {
 		if !ok1 || !ok2 {
 			t.Fatalf("accepted %q, %q that big.Rat cannot read", a, b)
 		}
-		if eq != (ra.Cmp(rb) == 0) || le != (ra.Cmp(rb) <= 0) {
+		if eq != (ra.Cmp(rb) == 0) || le != (ra.Cmp(rb) <= 0) || ge != (ra.Cmp(rb) >= 0) {
 			t.Fatalf("%q vs %q: equal %v, at most %v; big.Rat says %d", a, b, eq, le, ra.Cmp(rb))
 		}
 	})
@@ -149,6 +150,7 @@ func FuzzEmail(f *testing.F) {
 	for _, p := range [][2]string{
 		{"ap@acme.example", "ap@ACME.example"}, {"ap@bücher.example", "ap@xn--bcher-kva.example"},
 		{"a@b@c", "a@b"}, {"@", ""}, {"ap@асме.example", "ap@acme.example"}, {"\"a b\"@x.example", "x@x"},
+		{"ap@ac\u200bme.example", "ap@acme.example"}, {"ap@stra\u00dfe.example", "ap@strasse.example"}, {"ap@\uff41cme.example", "ap@acme.example"},
 	} {
 		f.Add(p[0], p[1])
 	}
@@ -158,9 +160,17 @@ func FuzzEmail(f *testing.F) {
 		if ab != ba || (errA == nil) != (errB == nil) {
 			t.Fatalf("not symmetric: %q, %q", a, b)
 		}
-		if _, err := normalEmail(a); err == nil {
+		if n, err := normalEmail(a); err == nil {
 			if eq, err := Compare(KindEmail, a, a); err != nil || !eq {
 				t.Fatalf("%q not equal to itself: %v", a, err)
+			}
+			// What it is compared as is an address it accepts, unchanged:
+			// nothing the mapping drops or changes was accepted.
+			if again, err := normalEmail(n); err != nil || again != n {
+				t.Fatalf("%q compares as %q, which reads as %q (%v)", a, n, again, err)
+			}
+			if _, domain, _ := strings.Cut(a, "@"); strings.ContainsAny(domain, "\u200b\u00ad\u200c\u200d\u00df") {
+				t.Fatalf("%q accepted with a character IDNA mapping drops or reads two ways", a)
 			}
 		}
 	})

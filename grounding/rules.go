@@ -35,6 +35,9 @@ type Rules struct {
 	rules   []*rule
 	// reads holds, per provider, every bind template, for Keeps.
 	reads map[string][]template
+	// resolved holds, per rule, the catalogued operations it grounds;
+	// nil until Resolve.
+	resolved [][]Operation
 }
 
 // rule is one compiled grounding rule.
@@ -98,14 +101,26 @@ const (
 	relEquals relation = iota + 1
 	relOneOf
 	relAtMost
+	relAtLeast
+)
+
+// sign is what a money or number requirement says about the sign of the
+// value sent.
+type sign uint8
+
+const (
+	signAny         sign = iota // negatives allowed
+	signNonNegative             // not below zero and not written with a minus sign ("-0" is refused)
+	signPositive                // above zero (and so without a minus sign)
 )
 
 type requirement struct {
 	field   fieldPath
 	rel     relation
-	against fieldPath // equals, at_most, and one_of with a path
-	list    []any     // one_of with a literal list
+	against fieldPath // equals, at_most, at_least, and one_of with a path
+	list    []any     // one_of with a literal list; at_most or at_least with a literal bound (one entry)
 	kind    string
+	sign    sign
 	text    string // the requirement as a person reads it
 }
 
@@ -636,7 +651,7 @@ func isIdent(s string) bool {
 	return isName(s) && !isDigit(s[0]) && s[0] != '-'
 }
 
-var requireKeys = []string{"field", "equals", "one_of", "at_most", "as"}
+var requireKeys = []string{"field", "equals", "one_of", "at_most", "at_least", "as", "sign"}
 
 func (c *compiler) requirement(ru *rule, j int, n *yaml.Node, ruleWhere string) (requirement, error) {
 	where := fmt.Sprintf("%s require[%d]", ruleWhere, j)
@@ -652,10 +667,12 @@ func (c *compiler) requirement(ru *rule, j int, n *yaml.Node, ruleWhere string) 
 	if err != nil {
 		return q, err
 	}
-	var relNode *yaml.Node
+	var relNode, signNode *yaml.Node
 	var relName string
 	for _, kv := range pairs {
 		switch kv.Key {
+		case "sign":
+			signNode = kv.Value
 		case "field":
 			s, err := c.scalar(kv.Value, where+" field")
 			if err != nil {
@@ -695,7 +712,7 @@ func (c *compiler) requirement(ru *rule, j int, n *yaml.Node, ruleWhere string) 
 		return q, c.At(n, where, "the requirement has no field: say which value of the request it checks")
 	}
 	if relNode == nil {
-		return q, c.At(n, where, "the requirement has no relation (equals, one_of or at_most)")
+		return q, c.At(n, where, "the requirement has no relation (equals, one_of, at_most or at_least)")
 	}
 	if q.kind == "" {
 		return q, c.At(n, where, "the requirement has no as: say how to compare (iban, money, number, email, text, id or exact)")
@@ -703,13 +720,29 @@ func (c *compiler) requirement(ru *rule, j int, n *yaml.Node, ruleWhere string) 
 	switch relName {
 	case "equals":
 		q.rel = relEquals
-	case "at_most":
+	case "at_most", "at_least":
 		q.rel = relAtMost
+		if relName == "at_least" {
+			q.rel = relAtLeast
+		}
 		if q.kind != KindMoney && q.kind != KindNumber {
-			return q, c.At(relNode, where, "at_most compares money or number, not %s", q.kind)
+			return q, c.At(relNode, where, "%s compares money or number, not %s", relName, q.kind)
 		}
 	case "one_of":
 		q.rel = relOneOf
+	}
+	if err := c.sign(&q, signNode, where); err != nil {
+		return q, err
+	}
+	if (q.rel == relAtMost || q.rel == relAtLeast) && relNode.Kind == yaml.ScalarNode && (relNode.ShortTag() == "!!int" || relNode.ShortTag() == "!!float") {
+		// A literal bound: at_most: 1000, at_least: 0.01.
+		if !decimalSyntax(relNode.Value, q.kind == KindNumber) {
+			return q, c.At(relNode, where+" "+relName, "%q is not a plain decimal number", relNode.Value)
+		}
+		q.list = []any{json.Number(relNode.Value)}
+		q.text = fmt.Sprintf("%s %s %s (%s)", q.field.text, relName, relNode.Value, q.kind)
+		ru.named[q.field.requestField()] = true
+		return q, nil
 	}
 	if q.rel == relOneOf && relNode.Kind == yaml.SequenceNode {
 		items, err := c.Sequence(relNode, where+" one_of")
@@ -754,6 +787,36 @@ func (c *compiler) requirement(ru *rule, j int, n *yaml.Node, ruleWhere string) 
 	}
 	ru.named[q.field.requestField()] = true
 	return q, nil
+}
+
+// sign reads a requirement's sign, or sets its default: a value bounded
+// from above (at_most) may not be negative, nor written with a minus sign,
+// unless the rule says sign: any.
+func (c *compiler) sign(q *requirement, n *yaml.Node, where string) error {
+	if n == nil {
+		if q.rel == relAtMost {
+			q.sign = signNonNegative
+		}
+		return nil
+	}
+	s, err := c.scalar(n, where+" sign")
+	if err != nil {
+		return err
+	}
+	if q.kind != KindMoney && q.kind != KindNumber {
+		return c.At(n, where+" sign", "sign is for money and number, not %s", q.kind)
+	}
+	switch s {
+	case "positive":
+		q.sign = signPositive
+	case "non-negative":
+		q.sign = signNonNegative
+	case "any":
+		q.sign = signAny
+	default:
+		return c.At(n, where+" sign", "unknown value %q (sign takes positive, non-negative or any)", s)
+	}
+	return nil
 }
 
 // literal reads a one_of entry: a string, a decimal number, true, false

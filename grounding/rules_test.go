@@ -85,7 +85,7 @@ func TestParseErrors(t *testing.T) {
 		{"partial placeholder", "g.yaml", strings.Replace(base, "path: /payments", "path: \"/pay-{id}\"", 1), []string{"whole segment"}},
 		{"bad as", "g.yaml", strings.Replace(base, "as: money", "as: currency", 1), []string{`require[0] "request.json.amount"`, `unknown comparison "currency"`}},
 		{"no as", "g.yaml", strings.Replace(base, ", as: money", "", 1), []string{"no as"}},
-		{"unknown relation", "g.yaml", strings.Replace(base, "at_most:", "at_least:", 1), []string{`unknown key "at_least"`}},
+		{"unknown relation", "g.yaml", strings.Replace(base, "at_most:", "more_than:", 1), []string{`unknown key "more_than"`}},
 		{"two relations", "g.yaml", strings.Replace(base, "at_most: invoice.amount_due", "at_most: invoice.amount_due, equals: invoice.amount_due", 1), []string{"one relation"}},
 		{"no relation", "g.yaml", strings.Replace(base, "at_most: invoice.amount_due, ", "", 1), []string{"no relation"}},
 		{"at_most on text", "g.yaml", strings.Replace(base, "as: money", "as: text", 1), []string{"at_most compares money or number"}},

@@ -7,6 +7,7 @@ import (
 	"math"
 	"strconv"
 	"strings"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/cockroachdb/apd/v3"
@@ -55,8 +56,15 @@ const (
 //   - money, number: exact decimals, compared by value ("100.0" equals
 //     "100.00"). A JSON number or a string; money is plain decimal notation
 //     ("-12.50"), number also takes an exponent ("1.5e3", at most 4 digits).
-//   - email: one "@"; the local part is compared byte for byte, the domain
-//     after IDNA (UTS 46 lookup) conversion to ASCII and lower-casing.
+//   - email: one "@"; the local part (NFC, no control, format or special
+//     character) is compared byte for byte; the domain must be exactly
+//     what IDNA's strict lookup profile makes of it but for ASCII case
+//     (each label as its U-label or its A-label), and is compared as its
+//     A-label. A domain the mapping would change (a zero-width space or
+//     soft hyphen it drops, a fullwidth or upper-case non-ASCII letter it
+//     maps), with a deviation character (ß, ς, ZWJ, ZWNJ) or a trailing
+//     dot is ErrInvalidValue: the address sent would not be the address
+//     compared.
 //   - text: strings compared exactly after NFC normalisation, never folded
 //     for case or lookalike letters.
 //   - id: a non-empty string or a JSON number, compared as exact text (so
@@ -103,18 +111,45 @@ func Compare(kind string, sent, recorded any) (equal bool, err error) {
 // of kind money or number (read as Compare reads them). Any other kind
 // is ErrUnknownKind.
 func AtMost(kind string, sent, limit any) (ok bool, err error) {
+	c, err := compareDecimals("at_most", kind, sent, limit)
+	return c <= 0 && err == nil, err
+}
+
+// AtLeast reports whether sent is no less than limit, both exact
+// decimals of kind money or number (read as Compare reads them). Any other
+// kind is ErrUnknownKind.
+func AtLeast(kind string, sent, limit any) (ok bool, err error) {
+	c, err := compareDecimals("at_least", kind, sent, limit)
+	return c >= 0 && err == nil, err
+}
+
+// compareDecimals compares two money or number values: -1, 0 or 1.
+func compareDecimals(rel, kind string, a, b any) (int, error) {
 	if kind != KindMoney && kind != KindNumber {
-		return false, fmt.Errorf("grounding: %w %q for at_most (it takes money or number)", ErrUnknownKind, kind)
+		return 0, fmt.Errorf("grounding: %w %q for %s (it takes money or number)", ErrUnknownKind, kind, rel)
 	}
-	a, err := decimalOf(kind, sent)
+	x, err := decimalOf(kind, a)
 	if err != nil {
-		return false, err
+		return 0, err
 	}
-	b, err := decimalOf(kind, limit)
+	y, err := decimalOf(kind, b)
 	if err != nil {
-		return false, err
+		return 0, err
 	}
-	return a.Cmp(b) <= 0, nil
+	return x.Cmp(y), nil
+}
+
+// decimalText is the text a money or number value was written as ("" for
+// a value decimalOf cannot read).
+func decimalText(v any) string {
+	switch x := v.(type) {
+	case string:
+		return x
+	case json.Number:
+		return string(x)
+	}
+	t, _ := intText(v)
+	return t
 }
 
 func invalid(kind, why string) error {
@@ -255,17 +290,30 @@ func ibanMod97(b []byte) int {
 func isUpper(c byte) bool { return c >= 'A' && c <= 'Z' }
 func isDigit(c byte) bool { return c >= '0' && c <= '9' }
 
-// emailProfile converts a domain as a resolver would look it up.
+// emailProfile is IDNA's lookup profile (UTS 46 non-transitional
+// mapping, RFC 5891 section 5) made strict: STD3 rules, hyphen and joiner
+// checks, the Bidi rule and DNS lengths.
 var emailProfile = idna.New(
 	idna.MapForLookup(),
 	idna.BidiRule(),
 	idna.ValidateLabels(true),
 	idna.StrictDomainName(true),
 	idna.VerifyDNSLength(true),
+	idna.CheckHyphens(true),
+	idna.CheckJoiners(true),
 	idna.Transitional(false),
 )
 
-// normalEmail returns local@domain with the domain in lower-case ASCII.
+// normalEmail returns local@domain with the domain as its lower-case
+// A-label form, after checking that the address is exactly what will be
+// compared: the domain as written is already what the IDNA lookup
+// mapping makes of it, label by label (written as its U-label or its
+// A-label), but for ASCII letter case. Anything the mapping would drop or
+// change (a zero-width space or a soft hyphen it removes, a fullwidth
+// letter or an upper-case non-ASCII letter it maps) makes the address
+// invalid rather than equal to the one it maps to, as do the deviation
+// characters (ß, final sigma, ZWJ, ZWNJ), which transitional and
+// non-transitional resolvers read differently, and a trailing dot.
 func normalEmail(s string) (string, error) {
 	if len(s) > maxEmailLen || !utf8.ValidString(s) {
 		return "", invalid(KindEmail, "too long or not valid UTF-8")
@@ -279,18 +327,58 @@ func normalEmail(s string) (string, error) {
 		return "", invalid(KindEmail, "the local part is empty or longer than 64 bytes")
 	}
 	for _, r := range local {
-		if r <= ' ' || r == 0x7f || strings.ContainsRune(`"(),:;<>[\]`, r) {
-			return "", invalid(KindEmail, "the local part holds a space, a control character or a special character")
+		if r <= ' ' || r == 0x7f || strings.ContainsRune(`"(),:;<>[\]`, r) || unicode.Is(unicode.Cf, r) {
+			return "", invalid(KindEmail, "the local part holds a space, a control, format or special character")
 		}
 	}
+	if !norm.NFC.IsNormalString(local) {
+		return "", invalid(KindEmail, "the local part is not in Unicode NFC")
+	}
+	ascii, err := stableDomain(domain)
+	if err != nil {
+		return "", err
+	}
+	return local + "@" + ascii, nil
+}
+
+// stableDomain returns the A-label form of a domain that the strict
+// lookup profile leaves as written (see normalEmail), else an error.
+func stableDomain(domain string) (string, error) {
 	if domain == "" {
 		return "", invalid(KindEmail, "no domain")
 	}
-	ascii, err := emailProfile.ToASCII(domain)
-	if err != nil || ascii == "" || strings.HasSuffix(ascii, ".") {
+	if strings.ContainsAny(domain, "\u00df\u03c2\u200c\u200d") {
+		return "", invalid(KindEmail, "the domain holds a deviation character (\u00df, \u03c2, ZWJ or ZWNJ), which resolvers read in two ways")
+	}
+	lower := asciiLower(domain)
+	ascii, err := emailProfile.ToASCII(lower)
+	if err != nil || ascii == "" || strings.HasSuffix(domain, ".") {
 		return "", invalid(KindEmail, "the domain is not a valid internationalised domain name")
 	}
-	return local + "@" + strings.ToLower(ascii), nil
+	written, mapped := strings.Split(lower, "."), strings.Split(ascii, ".")
+	if len(written) != len(mapped) {
+		return "", invalid(KindEmail, "the domain's labels change under IDNA mapping")
+	}
+	for i, w := range written {
+		if w == mapped[i] {
+			continue // ASCII, or the A-label as written
+		}
+		u, err := emailProfile.ToUnicode(mapped[i])
+		if err != nil || u != w {
+			return "", invalid(KindEmail, "the domain holds a character IDNA mapping drops or changes, so the address sent is not the address compared")
+		}
+	}
+	return ascii, nil
+}
+
+func asciiLower(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		if c >= 'A' && c <= 'Z' {
+			b[i] = c + 'a' - 'A'
+		}
+	}
+	return string(b)
 }
 
 // decimalOf reads v as an exact decimal of kind money or number.

@@ -22,7 +22,8 @@ func TestApprovalsRules(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pay := Effect{Sink: SinkProvider, Action: "call", Provider: "bank", Method: "POST", Host: "bank.example", Path: "/payments", Origin: OriginShipped, Atom: "bank.pay", Declared: EffectWrite}
+	pay := Effect{Sink: SinkProvider, Action: "call", Provider: "bank", Method: "POST", Host: "bank.example", Path: "/payments", Origin: OriginShipped, Atom: "bank.pay", Declared: EffectWrite,
+		Contract: &Contract{Operations: []Operation{{Method: "POST", Template: "/payments"}}}}
 	mem := Effect{Sink: SinkMemory, Action: "put"}
 	good := &ApprovalGrant{ID: "ap_1", Approver: "rita", Roles: []string{"finance"}, Assurance: "mfa"}
 	weak := &ApprovalGrant{ID: "ap_1", Approver: "rita", Roles: []string{"finance"}, Assurance: "password"}

@@ -132,9 +132,9 @@ func (d *decider) who() string {
 }
 
 // system is what a mandate's Systems names: the provider for a provider
-// call, else the sink.
+// call, the upstream server for an MCP tool call, else the sink.
 func (d *decider) system() string {
-	if d.in.Effect.Sink == SinkProvider {
+	if d.in.Effect.Sink == SinkProvider || d.in.Effect.Sink == SinkMCP {
 		return d.in.Effect.Provider
 	}
 	return string(d.in.Effect.Sink)
@@ -376,6 +376,12 @@ func (d *decider) builtins() {
 		}
 	case SinkBrowser:
 		d.browserBuiltins() // browser.go
+	case SinkMCP:
+		d.ungrounded()
+		if e.Unpinned != "" {
+			d.add(RefuseToolChanged, string(RefuseToolChanged), fmt.Sprintf("The upstream MCP tool %q is not what an operator accepted: %s; "+
+				"an operator must review the change and accept it (gatehouse mcp upstream show, then accept) before it can be called.", e.Target, e.Unpinned), true)
+		}
 	}
 }
 
@@ -394,12 +400,22 @@ func (d *decider) unconfined(detail string) {
 	d.add(RefuseUnconfinedExecution, string(RefuseUnconfinedExecution), detail, false)
 }
 
-func (d *decider) provider() {
-	e := &d.in.Effect
-	if g := e.Grounding; g != nil && len(g.Failures) > 0 {
+// ungrounded records the failures of the grounding rule that checked a
+// provider or MCP tool call.
+func (d *decider) ungrounded() {
+	if g := d.in.Effect.Grounding; g != nil && len(g.Failures) > 0 {
 		d.add(RefuseUngrounded, "grounding:"+g.Rule,
 			fmt.Sprintf("The values this call sends are not grounded in the records read in this workflow (rule %q): %s.", g.Rule, strings.Join(g.Failures, "; ")), false)
 	}
+}
+
+func (d *decider) provider() {
+	e := &d.in.Effect
+	if e.Ambiguous != "" {
+		d.add(RefuseAmbiguousRequest, string(RefuseAmbiguousRequest),
+			fmt.Sprintf("This request cannot be sent as one unambiguous request: %s. Send the path and body in their plain form; nothing was sent.", e.Ambiguous), true)
+	}
+	d.ungrounded()
 	mut := isMutating(d.method)
 	if mut && (e.Atom == "" || e.Declared == "") {
 		if name := d.allowRule(&d.p.rules, false); name != "" {
@@ -413,14 +429,36 @@ func (d *decider) provider() {
 		d.add(RefuseBeyondDeclaredEffect, string(RefuseBeyondDeclaredEffect),
 			beyondDetail(e, d.method), false)
 	}
-	if untrusted(e.Origin) && mut {
+	if !mut {
+		return
+	}
+	// Contracts hold for every origin: whoever composed the request, a
+	// mutating call naming an integration is one of its operations.
+	if e.Atom != "" && e.Declared != "" {
 		switch {
-		case e.Contract == nil:
+		case e.Contract == nil && untrusted(e.Origin):
 			d.add(RefuseUnverifiedModelCode, string(RefuseUnverifiedModelCode),
-				fmt.Sprintf("Code of origin %s sends a %s, and the operations its code can send could not be read; it may only mutate through operations read from its own code.", originName(e.Origin), d.method), false)
+				fmt.Sprintf("Code of origin %s sends a %s through integration %q, which declares no operations; it may only mutate through operations the integration declares.", originName(e.Origin), d.method, e.Atom), false)
+		case e.Contract == nil:
+			d.add(RefuseOutsideContract, string(RefuseOutsideContract),
+				fmt.Sprintf("The integration %q declares no operations, so it may only read; declare %s %s among its operations in the catalogue if it should send it.", e.Atom, d.method, e.Path), false)
 		case !d.verified:
 			d.add(RefuseOutsideContract, string(RefuseOutsideContract),
-				fmt.Sprintf("Code of origin %s sends %s %s, which is not one of the operations its own code contains; it may only send what its code was read to send.", originName(e.Origin), d.method, e.Path), false)
+				fmt.Sprintf("%s %s is not one of the operations integration %q declares (origin %s); only a declared operation may be sent through it.", d.method, e.Path, e.Atom, originName(e.Origin)), false)
+		}
+	}
+	if untrusted(e.Origin) && (e.Atom == "" || e.Declared == "") && !e.FromProgram {
+		d.add(RefuseUnverifiedModelCode, string(RefuseUnverifiedModelCode),
+			fmt.Sprintf("Code of origin %s sends a %s without an integration, so no operations it may send are known; it may only mutate through operations an integration declares or its own code was read to contain.", originName(e.Origin), d.method), false)
+	}
+	if e.FromProgram {
+		switch {
+		case e.ProgramContract == nil && untrusted(e.Origin):
+			d.add(RefuseUnverifiedModelCode, string(RefuseUnverifiedModelCode),
+				fmt.Sprintf("The program making this call (origin %s) sends a %s, and the operations its code can send could not be read; it may only mutate through operations read from its own code.", originName(e.Origin), d.method), false)
+		case e.ProgramContract != nil && !e.ProgramContract.matches(d.method, e.Path):
+			d.add(RefuseOutsideContract, string(RefuseOutsideContract),
+				fmt.Sprintf("The program making this call (origin %s) sends %s %s, which is not one of the operations its own code contains; it may only send what its code was read to send.", originName(e.Origin), d.method, e.Path), false)
 		}
 	}
 }
@@ -528,13 +566,31 @@ func (m *matcher) matches(d *decider) bool {
 	if !m.verified.matches(d.verified) || !m.confined.matches(e.Confined) {
 		return false
 	}
-	if m.target != nil && !doubleAny(m.target, e.Target) {
+	if m.target != nil && !globsMatch(m.target, e.Target, e.PathFold) {
 		return false
 	}
-	if m.path != nil && !doubleAny(m.path, e.Path) {
+	if m.path != nil && !globsMatch(m.path, e.Path, e.PathFold) {
 		return false
 	}
 	return true
+}
+
+// globsMatch is doubleAny, ignoring ASCII case when fold is set.
+func globsMatch(globs []glob, s string, fold bool) bool {
+	if !fold {
+		return doubleAny(globs, s)
+	}
+	l := strings.ToLower(s)
+	for i := range globs {
+		g := globs[i]
+		if g.folded != nil {
+			g = *g.folded
+		}
+		if doubleAny([]glob{g}, l) {
+			return true
+		}
+	}
+	return false
 }
 
 func contains(list []string, s string) bool {

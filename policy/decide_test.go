@@ -86,10 +86,13 @@ func mustParse(t testing.TB, src string) *Policy {
 	return p
 }
 
-// A shipped integration reading: allowed everywhere.
+// A shipped integration reading: allowed everywhere. Its contract holds
+// every method on the path, so only its declared effect limits it.
 func read() Effect {
 	return Effect{Sink: SinkProvider, Action: "call", Origin: OriginShipped, Provider: "github",
-		Method: "GET", Host: "api.github.com", Path: "/repos/x", Atom: "github.repos", Declared: EffectRead}
+		Method: "GET", Host: "api.github.com", Path: "/repos/x", Atom: "github.repos", Declared: EffectRead,
+		Contract: &Contract{Operations: []Operation{{Method: "GET", Template: "/repos/{r}"}, {Method: "POST", Template: "/repos/{r}"},
+			{Method: "PUT", Template: "/repos/{r}"}, {Method: "PATCH", Template: "/repos/{r}"}, {Method: "DELETE", Template: "/repos/{r}"}}}}
 }
 
 func with(e Effect, f func(*Effect)) Effect { f(&e); return e }
@@ -107,7 +110,8 @@ func TestDecide(t *testing.T) {
 	p := mustParse(t, testRules)
 	bank := func(amount string) Effect {
 		e := Effect{Sink: SinkProvider, Action: "call", Origin: OriginShipped, Provider: "bank", Method: "POST",
-			Host: "api.bank.example", Path: "/payments/new", Atom: "bank.pay", Declared: EffectWrite}
+			Host: "api.bank.example", Path: "/payments/new", Atom: "bank.pay", Declared: EffectWrite,
+			Contract: &Contract{Operations: []Operation{{Method: "POST", Template: "/payments/new"}}}}
 		if amount != "-" {
 			e.Values = map[string]string{"amount": amount}
 		}
@@ -169,7 +173,10 @@ func TestDecide(t *testing.T) {
 			want{VerdictRefuse, RefuseOverScopeLimit, "scope:payments.write", true, []Refusal{RefuseOverScopeLimit}, ""}},
 		{"limited value float-looking", ModeReport, payer, bank("NaN"),
 			want{VerdictRefuse, RefuseOverScopeLimit, "scope:payments.write", true, []Refusal{RefuseOverScopeLimit}, ""}},
-		{"scope host match ignores case", ModeReport, Authority{}, with(bank("1"), func(e *Effect) { e.Path = "/accounts" }),
+		{"scope host match ignores case", ModeReport, Authority{}, with(bank("1"), func(e *Effect) {
+			e.Path = "/accounts"
+			e.Contract = &Contract{Operations: []Operation{{Method: "POST", Template: "/accounts"}}}
+		}),
 			want{VerdictRefuse, RefuseScopeMissing, "scope:payments.write", true, []Refusal{RefuseScopeMissing}, ""}},
 		{"scope missing and over limit", ModeReport, Authority{}, bank("2000"),
 			want{VerdictRefuse, RefuseScopeMissing, "scope:payments.write", true, []Refusal{RefuseScopeMissing, RefuseOverScopeLimit}, ""}},
@@ -434,7 +441,8 @@ func TestDefault(t *testing.T) {
 func TestScopesChecked(t *testing.T) {
 	p := mustParse(t, testRules)
 	e := Effect{Sink: SinkProvider, Provider: "bank", Method: "POST", Host: "api.bank.example", Path: "/payments/1",
-		Atom: "b", Declared: EffectWrite, Origin: OriginShipped, Values: map[string]string{"amount": "1"}}
+		Atom: "b", Declared: EffectWrite, Origin: OriginShipped, Values: map[string]string{"amount": "1"},
+		Contract: &Contract{Operations: []Operation{{Method: "POST", Template: "/payments/{id}"}}}}
 	d := p.Decide(Input{Mode: ModeStrict, Authority: Authority{Scopes: []string{"payments.write"}}, Effect: e})
 	if d.Verdict != VerdictAllow || len(d.ScopesChecked) != 1 || d.ScopesChecked[0] != "payments.write" {
 		t.Errorf("got %v %v", d.Verdict, d.ScopesChecked)

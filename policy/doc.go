@@ -38,8 +38,9 @@
 //     outside-mandate finding: the mandate has expired (Now is at or after a
 //     non-zero ExpiresAt, or Now is zero and the mandate has an expiry, which
 //     cannot be checked and so counts as expired); Systems is not empty and
-//     lacks the effect's system (Effect.Provider for a provider call, else
-//     the sink's name, e.g. "output"); Effects is not empty and lacks the
+//     lacks the effect's system (Effect.Provider for a provider call and
+//     for an MCP tool call, where it is the upstream server's name, else the
+//     sink's name, e.g. "output"); Effects is not empty and lacks the
 //     effect's class; Scopes is not empty and lacks a scope the effect
 //     requires (step 2).
 //  2. Scopes (the rules file's scopes.require; enforced in report and
@@ -73,18 +74,32 @@
 //
 // # Built-in refusals
 //
-// Provider calls: mutation-without-atom is a POST, PUT, PATCH or DELETE
-// without both Atom and Declared, whatever its origin. beyond-declared-effect
-// is a method the declared effect does not allow: read and notify allow GET,
-// HEAD, OPTIONS and POST; write all but DELETE; destructive all; an unknown
-// declared class allows nothing. For registry or model code (and any origin
-// Gatehouse does not know) a mutating call is unverified-model-code when
-// Contract is nil, and outside-contract when it matches none of the
-// contract's operations. An operation matches when the method is equal
-// (ignoring case) and the path, without its query, matches the template
-// segment by segment, "{name}" standing for exactly one non-empty segment.
-// Decision.Verified reports such a match, for any provider call with a
-// contract.
+// Provider calls: ambiguous-request is a call whose sink found no one
+// canonical form for it (Effect.Ambiguous: a path or body servers could
+// read as another resource or value); it is enforced in report mode as in
+// strict, like the person's own findings, since no rule's match can be
+// trusted on such a request. mutation-without-atom is a POST, PUT, PATCH or
+// DELETE without both Atom and Declared, whatever its origin.
+// beyond-declared-effect is a method the declared effect does not allow:
+// read and notify allow GET, HEAD, OPTIONS and POST; write all but DELETE;
+// destructive all; an unknown declared class allows nothing.
+//
+// Contracts hold for every origin. A mutating call naming an integration
+// (Atom and Declared) must match one of the operations of its Contract:
+// outside-contract when it matches none, or when the Contract is nil (the
+// integration declares no operations, so it may only read); for registry
+// or model code (and any origin Gatehouse does not know) a nil Contract is
+// unverified-model-code instead, as is a mutating call of such code naming
+// no integration at all. A call a sandboxed program made (FromProgram) must
+// also match the program's own ProgramContract: outside-contract when it
+// does not; a nil ProgramContract (the program's code could not be read)
+// is unverified-model-code for registry or model code. An operation
+// matches when the method is equal (ignoring case) and the path, without
+// its query, matches the template segment by segment, "{name}" standing
+// for exactly one non-empty segment; paths are the canonical paths the
+// sink sends, so one spelling of an operation is all a template needs.
+// Decision.Verified reports a match of the integration's Contract, for any
+// provider call with one.
 //
 // Code: unconfined-execution when the origin is not shipped, runtime or
 // direct and the program is not Confined. Process: unconfined-execution when
@@ -92,9 +107,19 @@
 // runs confined.
 //
 // Browser: browser-send-off-site for a "send" whose method is not GET, HEAD
-// or OPTIONS (or that carries a body, Values[BrowserBodyBytes]), to a Host
-// other than PageHost (compared ignoring case; an empty
-// PageHost matches no host).
+// or OPTIONS (or that carries a body, Values[BrowserBodyBytes]), or for a
+// "connect", to a Host other than PageHost (compared ignoring case; an
+// empty PageHost matches no host); for a read (GET, HEAD) to such a host,
+// browser-query-off-site when Values[BrowserQueryBytes] is over the browser
+// section's max_off_site_query_bytes (0 by default: any query), else
+// browser-data-off-site when its path, name or page-set header bytes are
+// over their limits, or when off_site_reads is named (browser.go).
+//
+// MCP tool calls (sink mcp): ungrounded as for provider calls, when the
+// grounding rule that matched the call has failures; tool-changed when Effect.Unpinned is set, the
+// upstream tool's name, description or schemas differing from its pin (or
+// never pinned). It is enforced in report mode too: what a tool does must
+// not change under the operator, whatever the mode.
 //
 // Rule is the refusal's own name for built-ins, "mandate", "mandate.<field>"
 // for the mandate, "scope:<scope>" for scopes, "policy" or "mode" for an
@@ -107,11 +132,12 @@
 // effect it let through:
 //   - mutation-without-atom, by the first matching allow rule in rules;
 //   - unconfined-execution, by the first matching allow rule in effects;
-//   - browser-send-off-site, by the first matching allow rule in effects
+//   - browser-send-off-site, browser-query-off-site and
+//     browser-data-off-site, by the first matching allow rule in effects
 //     that has a target.
 //
 // Nothing a deployment writes lifts a mandate or scope finding, a card
-// finding, beyond-declared-effect, outside-contract or
+// finding, ambiguous-request, beyond-declared-effect, outside-contract or
 // unverified-model-code, nor cancels a deny rule. Any decision other than
 // "allow" (deny, Deny, block, or none at all) denies.
 //
@@ -152,7 +178,10 @@
 // not cross "/", a "**" path segment crosses any number of them, and
 // "{a,b}" picks alternatives. So "api.example.com/*" matches
 // "api.example.com/v1" but not "api.example.com/v1/x"; write
-// "api.example.com/**" for everything under the host.
+// "api.example.com/**" for everything under the host. For a provider
+// call, path and target are the canonical request the sink sends (the
+// path escaped as sent); when the provider routes paths without regard to
+// case (Effect.PathFold) they match ignoring ASCII case.
 //
 // # Effect class
 //

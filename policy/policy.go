@@ -190,9 +190,22 @@ type glob struct {
 	pattern string
 	prefix  string
 	literal bool
+	// folded is the pattern in lower case, for effects whose paths match
+	// ignoring case (Effect.PathFold); nil when lower-casing changes
+	// nothing.
+	folded *glob
 }
 
 func newGlob(pattern string) glob {
+	g := newExactGlob(pattern)
+	if l := strings.ToLower(pattern); l != pattern {
+		f := newExactGlob(l)
+		g.folded = &f
+	}
+	return g
+}
+
+func newExactGlob(pattern string) glob {
 	i := strings.IndexAny(pattern, `*?[{\`)
 	if i < 0 {
 		return glob{pattern: pattern, prefix: pattern, literal: true}

@@ -40,7 +40,8 @@ func benchCharge(provider string) Input {
 		},
 		Effect: Effect{Sink: SinkProvider, Action: "call", Origin: OriginShipped, Provider: provider,
 			Method: "POST", Host: "api." + provider + ".com", Path: "/v1/charges", Target: "api." + provider + ".com/v1/charges",
-			Atom: provider + ".charges.create", Declared: EffectWrite},
+			Atom: provider + ".charges.create", Declared: EffectWrite,
+			Contract: &Contract{Operations: []Operation{{Method: "POST", Template: "/v1/charges"}}}},
 	}
 }
 

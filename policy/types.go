@@ -30,6 +30,10 @@ const (
 	SinkOutput    Sink = "output"
 	SinkProvider  Sink = "provider"
 	SinkBrowser   Sink = "browser"
+	// SinkMCP is a tool call forwarded to an upstream MCP server; its
+	// Provider is the server's name (the mandate's system), Target and Tool
+	// "<server>/<tool>".
+	SinkMCP Sink = "mcp"
 )
 
 // Origin says where the code proposing an effect came from.
@@ -78,6 +82,16 @@ const (
 	RefuseToolNotAllowed       Refusal = "tool-not-allowed"
 	RefuseToolBlocked          Refusal = "tool-blocked"
 	RefuseDelegationNotAllowed Refusal = "delegation-not-allowed"
+	// RefuseToolChanged: an upstream MCP tool whose name, description or
+	// schemas differ from what was pinned when it was catalogued (or that
+	// was never pinned). Enforced in report mode too.
+	RefuseToolChanged Refusal = "tool-changed"
+
+	// A provider call whose path or body could be read as another
+	// resource or another value by some server (a ';' parameter, an
+	// encoded '/', a dot segment, a key sent twice, ...): enforced in
+	// report and strict, since no rule's match can be trusted on it.
+	RefuseAmbiguousRequest Refusal = "ambiguous-request"
 
 	// The policy itself could not be used: enforced in report and strict.
 	RefusePolicyUnreadable Refusal = "policy-unreadable"
@@ -154,7 +168,29 @@ type Effect struct {
 	Path     string      // the URL path without the query
 	Atom     string      // the integration, "" for none
 	Declared EffectClass // the integration's declared effect
-	Contract *Contract   // for registry and model code
+	// Contract is the operations the integration declares (templates as
+	// sent); a mutating call naming an integration must be one of them,
+	// whatever its origin. nil: the integration declares none.
+	Contract *Contract
+	// FromProgram is set when a sandboxed program made the call through
+	// the code sink's gateway; ProgramContract is then what that
+	// program's own code can send, read from it by the code sink before it
+	// ran (nil: it could not be read). A mutating call must also be one of
+	// those operations. Neither ever comes from an agent's params.
+	FromProgram     bool
+	ProgramContract *Contract
+	// PathFold is set when the provider routes paths without regard to
+	// case (the catalogue's path_case: insensitive): path and target
+	// globs then match ignoring ASCII case, so a deny rule, a scope or an
+	// approval on a path no operation declares holds for every case of it
+	// too (paths of declared operations are sent in one spelling anyway).
+	PathFold bool
+	// Ambiguous, when set, says why the request the sink was asked to
+	// send has no one canonical form (a provider call's path or body
+	// that servers could read in different ways); Decide refuses it
+	// (ambiguous-request) in report and strict mode, and the sink never
+	// sends it.
+	Ambiguous string
 
 	// Class is the effect class used for the mandate; "" derives it
 	// (from Declared, else from Method, else from the sink).
@@ -168,6 +204,10 @@ type Effect struct {
 	// provider call sends, checked by the broker against the records it
 	// read before Decide; nil when no rule applies.
 	Grounding *Grounding
+
+	// Unpinned is, for an MCP tool call, why the upstream tool does not
+	// match its pin (changed, or never pinned); "" when it does.
+	Unpinned string
 
 	// Values are the request's named values that scope limits are checked
 	// against (amount, count), as decimal strings.

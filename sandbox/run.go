@@ -136,7 +136,7 @@ func (s *Sandbox) run(ctx context.Context, spec Spec, mode string, tier Tier, co
 	if hc.Gateway {
 		hc.Env = gatewayEnv(spec.Env)
 	}
-	res, err := s.launch(ctx, hc, lim, spec.Stdin, spec.Gateway)
+	res, err := s.launch(ctx, hc, lim, stdio{in: spec.Stdin, inStream: spec.StdinStream, outStream: spec.StdoutStream}, spec.Gateway)
 	if err != nil {
 		return nil, err
 	}
@@ -157,7 +157,14 @@ func (s *Sandbox) run(ctx context.Context, spec Spec, mode string, tier Tier, co
 // launch starts the helper, places it in the run's cgroup, hands it its config and supervises the tree until
 // the program exits or a limit or ctx ends it; then it kills whatever is left of the tree. With gw it serves
 // the program's gateway until then (see gateway.serve).
-func (s *Sandbox) launch(ctx context.Context, hc helperConfig, lim Limits, stdin []byte, gw func(context.Context, []byte) []byte) (*Result, error) {
+// stdio is a run's standard input and output: stdin's bytes, or the streams of Spec.StdinStream and
+// Spec.StdoutStream.
+type stdio struct {
+	in                  []byte
+	inStream, outStream *os.File
+}
+
+func (s *Sandbox) launch(ctx context.Context, hc helperConfig, lim Limits, sio stdio, gw func(context.Context, []byte) []byte) (*Result, error) {
 	if os.Getenv(helperEnv) != "" {
 		// This process was started as a helper but MaybeHelper did not take over (a TestMain without it): starting
 		// another helper would recurse without end.
@@ -188,10 +195,16 @@ func (s *Sandbox) launch(ctx context.Context, hc helperConfig, lim Limits, stdin
 	cmd := exec.Command(s.cfg.Helper[0], append(append([]string{}, s.cfg.Helper[1:]...), "run")...)
 	cmd.Env = []string{helperEnv + "=1"}
 	cmd.Dir = "/"
-	if len(stdin) > 0 {
-		cmd.Stdin = bytes.NewReader(stdin)
+	if len(sio.in) > 0 {
+		cmd.Stdin = bytes.NewReader(sio.in)
 	}
 	cmd.Stdout, cmd.Stderr = stdout, stderr
+	if sio.inStream != nil {
+		cmd.Stdin = sio.inStream
+	}
+	if sio.outStream != nil {
+		cmd.Stdout = sio.outStream
+	}
 	cmd.ExtraFiles = []*os.File{cfgR, stW} // fdConfig, fdStatus
 	var bin *os.File                       // fdHelperBin, in the namespaces tier
 	cmd.WaitDelay = time.Second

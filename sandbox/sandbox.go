@@ -184,6 +184,11 @@ type Spec struct {
 	// Env is the child's whole environment; nothing is inherited.
 	Env   []string
 	Stdin []byte
+	// StdinStream and StdoutStream, when set, are the program's standard input and output as they are read
+	// and written, for a program spoken to over its standard streams while it runs (an MCP server on stdio):
+	// Stdin is then unused and Result.Stdout stays empty. They are handed to the program as they are (the
+	// caller keeps the other ends of its pipes and closes them); Limits.Output does not apply to a stream.
+	StdinStream, StdoutStream *os.File
 	// Files are written into the workspace before the run; keys must pass CleanPath.
 	Files map[string][]byte
 	// Workspace is the host folder the program gets as its working directory (/work in the bubblewrap and

@@ -21,7 +21,8 @@ func TestDecide(t *testing.T) {
 		t.Fatal(err)
 	}
 	pay := policy.Effect{Sink: policy.SinkProvider, Action: "call", Provider: "bank", Method: "POST", Host: "bank.example", Path: "/payments",
-		Origin: policy.OriginShipped, Atom: "bank.pay", Declared: policy.EffectWrite}
+		Origin: policy.OriginShipped, Atom: "bank.pay", Declared: policy.EffectWrite,
+		Contract: &policy.Contract{Operations: []policy.Operation{{Method: "POST", Template: "/payments"}}}}
 	in := policy.Input{Mode: policy.ModeStrict, Effect: pay}
 	held := pol.Decide(in)
 	if held.Verdict != policy.VerdictHold || held.Approval == nil {

@@ -85,11 +85,18 @@ type EffectRecord struct {
 	Declared  policy.EffectClass `json:"declared,omitempty"`
 	// Contract is absent for a nil contract and present (operations
 	// possibly empty) otherwise, since the two decide differently.
-	Contract  *policy.Contract   `json:"contract,omitempty"`
-	Class     policy.EffectClass `json:"class,omitempty"`
-	PageHost  string             `json:"page_host,omitempty"`
-	Grounding *GroundingRecord   `json:"grounding,omitempty"`
-	Values    map[string]string  `json:"values,omitempty"`
+	Contract *policy.Contract `json:"contract,omitempty"`
+	// FromProgram, ProgramContract (nil and empty kept apart, as for
+	// Contract), Ambiguous and PathFold: see policy.Effect.
+	FromProgram     bool               `json:"from_program,omitempty"`
+	ProgramContract *policy.Contract   `json:"program_contract,omitempty"`
+	Ambiguous       string             `json:"ambiguous,omitempty"`
+	PathFold        bool               `json:"path_fold,omitempty"`
+	Class           policy.EffectClass `json:"class,omitempty"`
+	PageHost        string             `json:"page_host,omitempty"`
+	Grounding       *GroundingRecord   `json:"grounding,omitempty"`
+	Values          map[string]string  `json:"values,omitempty"`
+	Unpinned        string             `json:"unpinned,omitempty"`
 }
 
 // GroundingRecord is policy.Grounding: what a grounding rule found.
@@ -103,19 +110,28 @@ func FromEffect(e policy.Effect) EffectRecord {
 	r := EffectRecord{
 		Sink: e.Sink, Action: e.Action, Origin: e.Origin, Tool: e.Tool, Target: e.Target, Confined: e.Confined,
 		Recipient: e.Recipient, Provider: e.Provider, Method: e.Method, Host: e.Host, Path: e.Path, Atom: e.Atom,
-		Declared: e.Declared, Class: e.Class, PageHost: e.PageHost, Values: maps.Clone(e.Values),
+		Declared: e.Declared, Class: e.Class, PageHost: e.PageHost, Values: maps.Clone(e.Values), Unpinned: e.Unpinned,
+		FromProgram: e.FromProgram, Ambiguous: e.Ambiguous, PathFold: e.PathFold,
 	}
-	if e.Contract != nil {
-		c := *e.Contract
-		if c.Operations == nil {
-			c.Operations = []policy.Operation{}
-		}
-		r.Contract = &c
-	}
+	r.Contract, r.ProgramContract = recordContract(e.Contract), recordContract(e.ProgramContract)
 	if e.Grounding != nil {
 		r.Grounding = &GroundingRecord{Rule: e.Grounding.Rule, Failures: e.Grounding.Failures}
 	}
 	return r
+}
+
+// recordContract copies a contract for the record: nil stays nil, and a
+// contract without operations keeps an empty list (the two decide
+// differently).
+func recordContract(in *policy.Contract) *policy.Contract {
+	if in == nil {
+		return nil
+	}
+	c := *in
+	if c.Operations == nil {
+		c.Operations = []policy.Operation{}
+	}
+	return &c
 }
 
 // Effect returns the recorded policy.Effect.
@@ -123,11 +139,16 @@ func (r EffectRecord) Effect() policy.Effect {
 	e := policy.Effect{
 		Sink: r.Sink, Action: r.Action, Origin: r.Origin, Tool: r.Tool, Target: r.Target, Confined: r.Confined,
 		Recipient: r.Recipient, Provider: r.Provider, Method: r.Method, Host: r.Host, Path: r.Path, Atom: r.Atom,
-		Declared: r.Declared, Class: r.Class, PageHost: r.PageHost, Values: r.Values,
+		Declared: r.Declared, Class: r.Class, PageHost: r.PageHost, Values: r.Values, Unpinned: r.Unpinned,
+		FromProgram: r.FromProgram, Ambiguous: r.Ambiguous, PathFold: r.PathFold,
 	}
 	if r.Contract != nil {
 		c := *r.Contract
 		e.Contract = &c
+	}
+	if r.ProgramContract != nil {
+		c := *r.ProgramContract
+		e.ProgramContract = &c
 	}
 	if r.Grounding != nil {
 		e.Grounding = &policy.Grounding{Rule: r.Grounding.Rule, Failures: r.Grounding.Failures}

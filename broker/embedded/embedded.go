@@ -324,7 +324,7 @@ func RolePermissions(r Role) *server.Permissions {
 				subject.AgentInbox + ".>", subject.AppInbox + ".>", subject.OpsInbox + ".>",
 			}},
 			Subscribe: &server.SubjectPermission{Allow: []string{
-				subject.AgentPrefix + ".*.effect.>", subject.PeerNextEndpoint, subject.AppPrefix + ".*.>", "$SRV.>",
+				subject.AgentPrefix + ".*.effect.>", subject.AgentPrefix + ".*.tools.>", subject.PeerNextEndpoint, subject.AppPrefix + ".*.>", "$SRV.>",
 			}},
 		}
 	default: // broker
@@ -351,7 +351,7 @@ func Permissions(c subject.Class, id string, bound bool) *server.Permissions {
 			Subscribe: &server.SubjectPermission{Allow: []string{subject.AppInboxOf(id) + ".>", subject.OutputsOf(id)}},
 		}
 	}
-	pub := []string{subject.EffectsOf(id)}
+	pub := []string{subject.EffectsOf(id), subject.ToolsOf(id)}
 	if id != subject.Shared {
 		pub = append(pub, subject.PeerNext(id))
 	}

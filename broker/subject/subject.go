@@ -104,6 +104,29 @@ func Effect(agent string, s policy.Sink) string {
 // publish.
 func EffectsOf(agent string) string { return AgentPrefix + "." + agent + ".effect.>" }
 
+// Tools. An agent asks which tools it may be offered for a run, and waits
+// for a person to decide an effect of the run held for approval;
+// Gatehouse's MCP server uses both, and neither decides nor records
+// anything:
+//
+//	gatehouse.v1.agent.<agent>.tools.list    {"run"}: the run's tools (broker.ToolsRequest)
+//	gatehouse.v1.agent.<agent>.tools.wait    {"run", "approval", "timeout_ms"}: once a person decided
+const (
+	ToolsListOp = "tools.list"
+	ToolsWaitOp = "tools.wait"
+)
+
+// AgentOp returns the subject agent asks op on (ToolsListOp, ...).
+func AgentOp(agent, op string) string { return AgentPrefix + "." + agent + "." + op }
+
+// AgentOpEndpoint is the subject a broker serves op on, for every agent
+// identity.
+func AgentOpEndpoint(op string) string { return AgentPrefix + ".*." + op }
+
+// ToolsOf matches agent's tools subjects: what its credential may publish
+// besides effects.
+func ToolsOf(agent string) string { return AgentPrefix + "." + agent + ".tools.>" }
+
 // EffectEndpoint is the subject a broker serves sink's effects on, for
 // every agent identity.
 func EffectEndpoint(s policy.Sink) string { return AgentPrefix + ".*.effect." + string(s) }

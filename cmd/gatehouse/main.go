@@ -77,6 +77,7 @@ Commands:
   writer    run only the journal writer against an existing NATS
   work      open or close work on behalf of a person (an application's side)
   effect    propose an effect for a run (an agent's side)
+  mcp       serve Gatehouse to an agent's MCP client (stdio); MCP tokens; upstream MCP servers' pinned tools
   agents    named agents: add, rotate, remove, list (each its own NATS credential)
   apps      named applications: add, rotate, remove, list
   approve   list, show, approve, refuse or reconcile approval requests (a backend's side, signed)
@@ -84,7 +85,8 @@ Commands:
   checkpoint sign a checkpoint of the journal's head log now and have witnesses cosign it
   witness   run a checkpoint witness: cosigns a log's checkpoints, refuses forks and rollbacks
   keygen    make an Ed25519 key for journal signing or a witness
-  policy    policy review: what strict mode would refuse, with rules to copy
+  policy    policy review: what strict mode would refuse, with rules to copy;
+            policy check: the policy, catalogue and grounding rules checked together
   users     dashboard users: add, passwd, remove, list
   evidence  what agents did for a person; a tenant's evidence export; erase a person's content
   replay    decide recorded effects again from their recorded inputs (and under a candidate policy)
@@ -111,6 +113,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 		return cmdWork(ctx, env, rest)
 	case "effect":
 		return cmdEffect(ctx, env, rest)
+	case "mcp":
+		return cmdMCP(ctx, env, rest)
 	case "approve":
 		return cmdApprove(ctx, env, rest)
 	case "agents":

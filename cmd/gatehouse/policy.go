@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -12,6 +11,7 @@ import (
 )
 
 const policyUsage = `Usage: gatehouse policy review [DIR] [--json]
+       gatehouse policy check [--policy F] [--providers F] [--grounding F] [--json]
 
 Reads a journal (DIR, default DATA_DIR/journal) and lists what strict mode
 would have refused or held while Gatehouse ran in report mode, grouped by
@@ -24,11 +24,18 @@ The same review is on the dashboard's Policy review page.
 
 Exit status: 0 nothing strict mode would refuse, 1 findings listed,
 2 unusable input.
+
+policy check loads the policy, the provider catalogue and the grounding
+rules as serve does and checks them against each other; see
+'gatehouse policy check --help'.
 `
 
-func cmdPolicy(_ context.Context, env *cliEnv, args []string) error {
+func cmdPolicy(ctx context.Context, env *cliEnv, args []string) error {
 	if done, err := subcommandHelp(env, args, policyUsage, "-h", "--help", "help"); done {
 		return err
+	}
+	if args[0] == "check" {
+		return cmdPolicyCheck(ctx, env, args[1:])
 	}
 	if args[0] != "review" {
 		fmt.Fprint(env.stderr, policyUsage)
@@ -56,14 +63,8 @@ func cmdPolicy(_ context.Context, env *cliEnv, args []string) error {
 		}
 		return err
 	}
-	if asJSON {
-		enc := json.NewEncoder(env.stdout)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(rep); err != nil {
-			return err
-		}
-	} else {
-		printReview(env.stdout, rep)
+	if err := writeReport(env.stdout, asJSON, rep, func() { printReview(env.stdout, rep) }); err != nil {
+		return err
 	}
 	if len(rep.Findings) > 0 {
 		return &exitError{code: exitFindings}

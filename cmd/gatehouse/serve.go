@@ -84,6 +84,8 @@ type serveConfig struct {
 	redisURL      string
 	approvals     approvalFlags
 	integrity     integrityFlags
+	dashboard     dashboardFlags // dashboard_serve.go
+	mcp           mcpFlags       // mcpserve.go
 
 	journalCapture     string
 	journalContentDays int
@@ -117,6 +119,8 @@ func serveFlags(env *cliEnv, c *serveConfig) *flagSet {
 	fs.stringVar(&c.redisURL, "redis-url", "", "keep memories in Redis (redis://host:port/db) instead of JetStream KV")
 	c.approvals.register(fs)
 	c.integrity.register(fs)
+	c.dashboard.register(fs)
+	c.mcp.register(fs)
 	fs.stringVar(&c.journalCapture, "journal-capture", envOr(env, "JOURNAL_CAPTURE", "full"), "what is kept of what decisions depended on, beside the journal in DATA_DIR/content: full (replayable), digests (verifiable only) or off (also $JOURNAL_CAPTURE)")
 	fs.stringVar(&c.contentStore, "content-store", "dir", "where captured content is kept: dir (DATA_DIR/content, this host only) or objectstore (the NATS Object Store bucket gatehouse_content, shared by every broker of a cluster)")
 	fs.intVar(&c.journalContentDays, "journal-content-days", envInt(env, "JOURNAL_CONTENT_DAYS", 30), "erase captured content unused for this many days; 0 keeps it (also $JOURNAL_CONTENT_DAYS)")
@@ -134,6 +138,9 @@ func cmdServe(ctx context.Context, env *cliEnv, args []string) error {
 	mode, err := policy.ParseMode(c.mode)
 	if err != nil {
 		return usageError("--mode: %v", err)
+	}
+	if err := c.dashboard.webConfig(&web.Config{}); err != nil {
+		return err
 	}
 	if _, err := sandboxConfig(c.sandboxTiers, c.sandboxUIDs); err != nil {
 		return err
@@ -341,16 +348,36 @@ func cmdServe(ctx context.Context, env *cliEnv, args []string) error {
 	if err != nil {
 		return err
 	}
-	srv, err := web.Start(web.Config{Addr: c.httpAddr, Status: status, Ready: ready,
+	webCfg := web.Config{Addr: c.httpAddr, Status: status, Ready: ready,
 		Metrics: promhttp.HandlerFor(reg, promhttp.HandlerOpts{}), Logger: log,
 		Users: users, SetupToken: setupToken, Approvals: apv, JournalDir: c.journalDir(),
-		Integrity: writerIntegrity(&c.integrity, signKey, loop, log), ReloadPolicy: pols.reload})
+		Integrity: writerIntegrity(&c.integrity, signKey, loop, log), ReloadPolicy: pols.reload,
+		Policy: policyByDigest(c.dataDir, func() *policy.Policy { p, _ := pols.current(); return p })}
+	if err := c.dashboard.webConfig(&webCfg); err != nil {
+		_ = svc.Close()
+		return err
+	}
+	if webCfg.State, err = openDashboardState(ctx, js, c.redisURL, c.replicas); err != nil {
+		_ = svc.Close()
+		return err
+	}
+	srv, err := web.Start(webCfg)
 	if err != nil {
 		_ = svc.Close()
 		return fmt.Errorf("web server on %s: %w (use --http to pick another address)", c.httpAddr, err)
 	}
 
+	mcpSrv, err := c.mcp.startHTTP(&c, ns, natsURL, b, log)
+	if err != nil {
+		_ = srv.Shutdown(ctx)
+		_ = svc.Close()
+		return fmt.Errorf("--mcp-http %s: %w", c.mcp.httpAddr, err)
+	}
+	defer mcpSrv.stop()
 	ep := endpoints{NATSURL: natsURL, HTTP: srv.URL(), JournalDir: c.journalDir()}
+	if mcpSrv != nil {
+		ep.MCP = mcpSrv.URL()
+	}
 	if ns != nil {
 		ep.AppCreds = embedded.CredsPath(filepath.Join(c.dataDir, "nats"), embedded.RoleApp)
 		ep.AgentCreds = embedded.CredsPath(filepath.Join(c.dataDir, "nats"), embedded.RoleAgent)
@@ -375,6 +402,9 @@ func cmdServe(ctx context.Context, env *cliEnv, args []string) error {
 			fmt.Fprintf(env.stdout, "  app %-7s %s\n", a.Name, embedded.AppCredsPath(filepath.Join(c.dataDir, "nats"), a.Name))
 		}
 	}
+	if mcpSrv != nil {
+		fmt.Fprintf(env.stdout, "  mcp         %s?run=RUN (bearer tokens in %s)\n", mcpSrv.URL(), mcpTokenDir(c.dataDir))
+	}
 	if setupToken != "" {
 		fmt.Fprintf(env.stdout, "  first run   no dashboard user yet: create the admin at %s/setup?token=%s\n              (or: gatehouse users add NAME --role admin --data-dir %s)\n", srv.URL(), setupToken, c.dataDir)
 	}
@@ -390,6 +420,7 @@ func cmdServe(ctx context.Context, env *cliEnv, args []string) error {
 	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	_ = srv.Shutdown(sctx)
+	mcpSrv.stop()
 	_ = svc.Close()
 	if loop != nil && runErr == nil && loop.Ready() == nil {
 		// Let the writer catch up with what the brokers recorded, so the
@@ -500,8 +531,14 @@ func openSinks(ctx context.Context, js jetstream.JetStream, c *serveConfig, sb *
 	s.sinks = append(s.sinks, memory.New(mem, memory.Config{}))
 
 	prov, err := openProvider(ctx, js, c, &s.groundingErr, log)
-	if err != nil || prov == nil {
+	if err != nil {
 		return s, err
+	}
+	if err := c.mcp.openSink(ctx, js, c, sb, prov, s, log); err != nil { // mcpserve.go
+		return s, err
+	}
+	if prov == nil {
+		return s, nil
 	}
 	s.closers = append(s.closers, func() error { prov.Close(); return nil })
 	s.sinks = append(s.sinks, prov)
@@ -547,7 +584,7 @@ func openArtifactStore(ctx context.Context, js jetstream.JetStream, c *serveConf
 // (fail closed), the log says why and *groundingErr holds the read error.
 func openProvider(ctx context.Context, js jetstream.JetStream, c *serveConfig, groundingErr *error, log *slog.Logger) (*provider.Sink, error) {
 	if c.providers == "" {
-		if c.grounding != "" || c.credentials != "" {
+		if c.grounding != "" || (c.credentials != "" && c.mcp.servers == "") {
 			return nil, usageError("--grounding and --credentials need --providers")
 		}
 		return nil, nil
@@ -565,7 +602,10 @@ func openProvider(ctx context.Context, js jetstream.JetStream, c *serveConfig, g
 		return nil, fmt.Errorf("credential store: %w", err)
 	}
 	if c.grounding != "" {
-		rules, err := grounding.Load(c.grounding)
+		if cfg.ToolServers, err = toolServerNames(c.mcp.servers); err != nil {
+			return nil, fmt.Errorf("--mcp-servers: %w", err)
+		}
+		rules, err := provider.LoadGrounding(c.grounding, cat.WithToolServers(cfg.ToolServers...))
 		if err != nil {
 			log.Error("grounding rules could not be read: every provider call is refused until they are fixed", "file", c.grounding, "err", err)
 			rules = grounding.Unreadable(c.grounding, err)
@@ -680,6 +720,7 @@ type endpoints struct {
 	JournalDir string `json:"journal_dir"`
 	AppCreds   string `json:"app_creds,omitempty"`
 	AgentCreds string `json:"agent_creds,omitempty"`
+	MCP        string `json:"mcp,omitempty"` // the streamable HTTP MCP endpoint
 }
 
 const endpointsFile = "endpoints.json"

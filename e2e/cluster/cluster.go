@@ -267,10 +267,18 @@ func (c *NATS) WaitReady(timeout time.Duration) error {
 			time.Sleep(100 * time.Millisecond)
 		}
 	}
-	if _, err := c.MetaLeader(); err != nil {
-		return err
+	// A node answers the JetStream API before every node's report names
+	// the meta leader; ask until one does.
+	for {
+		_, err := c.MetaLeader()
+		if err == nil {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("after %s: %w", timeout, err)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
-	return nil
 }
 
 func jsReady(url, creds string) error {

@@ -7,6 +7,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/gatehouse/gatehouse/broker/embedded"
 )
 
 // TestClusterSurvivesANode starts three nodes, makes an R3 stream, kills
@@ -17,7 +19,11 @@ func TestClusterSurvivesANode(t *testing.T) {
 	if l, err := c.MetaLeader(); err != nil || l == "" {
 		t.Fatalf("meta leader %q: %v", l, err)
 	}
-	nc, err := nats.Connect(c.URL(), nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
+	creds, err := nats.NkeyOptionFromSeed(c.Creds(embedded.RoleBroker))
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc, err := nats.Connect(c.URL(), creds, nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
 	}

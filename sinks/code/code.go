@@ -328,8 +328,11 @@ func (g *gateway) serve(ctx context.Context, line []byte) []byte {
 		return marshalReply(&broker.EffectReply{Run: g.run, Error: &broker.ErrorBody{Code: broker.CodeInternal, Message: err.Error()}})
 	}
 	// The origin travels in process, as the sink established it for this
-	// program, never in a field the program could write.
-	return marshalReply(g.p.Propose(ctx, broker.Internal(g.origin), policy.SinkProvider, data))
+	// program, never in a field the program could write; so does the
+	// program's contract, whose operations are not read yet (nil): the
+	// provider sink holds a mutating call from registry or model code to
+	// it (unverified-model-code).
+	return marshalReply(g.p.Propose(broker.ContextWithProgramContract(ctx, nil), broker.Internal(g.origin), policy.SinkProvider, data))
 }
 
 // params checks a request is a JSON object and takes out an "origin"

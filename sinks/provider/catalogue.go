@@ -8,12 +8,14 @@ import (
 	"net/textproto"
 	"net/url"
 	"os"
-	"path"
+	"strconv"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
 	"golang.org/x/net/http/httpguts"
+	"golang.org/x/net/idna"
 
+	"github.com/gatehouse/gatehouse/grounding"
 	"github.com/gatehouse/gatehouse/policy"
 )
 
@@ -79,12 +81,30 @@ type Provider struct {
 	// ResponseHeaders are the response headers an agent gets back; empty
 	// is DefaultResponseHeaders.
 	ResponseHeaders []string `yaml:"response_headers,omitempty"`
+	// PathCase says how the provider routes the literal segments of a
+	// path: insensitive (the default: a path equal to a catalogued
+	// operation's ignoring case is sent in the operation's spelling) or
+	// sensitive (only the exact spelling is that operation, and a
+	// spelling differing only in case is refused as ambiguous).
+	PathCase string `yaml:"path_case,omitempty"`
 
-	base     *url.URL
-	basePath string // cleaned, "" for the root
+	scheme   string // lower case
+	host     string // lower case, an IDN as its A-label, no port
+	port     int
+	basePath string // as sent, "" for the root
 	allowed  map[string]bool
 	respHdrs []string
+	// templates are the templates every integration of the provider
+	// declares, by their number of segments, for resolving paths.
+	templates map[int]*tmplIndex
+	shapes    map[string]*opTemplate // by shape, to refuse two templates one path could fit
 }
+
+// Path cases of Provider.PathCase.
+const (
+	PathCaseInsensitive = "insensitive"
+	PathCaseSensitive   = "sensitive"
+)
 
 // Integration is one integration (atom): the provider it calls, the effect
 // it declares, where its code came from, and its contract.
@@ -182,12 +202,16 @@ func noAliases(n *yaml.Node) error {
 
 // headers an agent may never set, whatever headers_allowed says: they
 // carry credentials, decide where the request goes or how it is framed,
-// or are set by Gatehouse itself.
+// are set by Gatehouse itself, or make servers and proxies act on another
+// method or path than the one decided (method overrides, rewritten URLs).
 var reservedHeaders = map[string]bool{
 	"Authorization": true, "Proxy-Authorization": true, "Cookie": true, "Host": true,
 	"Content-Length": true, "Content-Type": true, "Transfer-Encoding": true, "Connection": true,
 	"Keep-Alive": true, "Te": true, "Trailer": true, "Upgrade": true, "Proxy-Connection": true,
 	"Expect": true, "Forwarded": true, "X-Forwarded-For": true, "X-Forwarded-Host": true,
+	"X-Forwarded-Proto": true, "X-Forwarded-Port": true, "X-Forwarded-Prefix": true, "X-Forwarded-Path": true,
+	"X-Http-Method-Override": true, "X-Http-Method": true, "X-Method-Override": true,
+	"X-Original-Url": true, "X-Rewrite-Url": true, "X-Original-Uri": true, "X-Envoy-Original-Path": true,
 }
 
 // Validate checks the catalogue and indexes it. It is called by
@@ -243,14 +267,14 @@ func (c *Catalogue) Validate() error {
 				if !knownMethods[m] {
 					return fail("%s: operations[%d]: method %q is not GET, HEAD, OPTIONS, POST, PUT, PATCH or DELETE", where, j, op.Method)
 				}
-				if err := checkTemplate(op.Template); err != nil {
+				t, err := compileTemplate(op.Template)
+				if err != nil {
 					return fail("%s: operations[%d]: template %q: %v", where, j, op.Template, err)
 				}
-				tmpl := p.basePath + op.Template
-				if op.Template == "/" && p.basePath != "" {
-					tmpl = p.basePath
+				if err := p.addTemplate(t); err != nil {
+					return fail("%s: operations[%d]: %v", where, j, err)
 				}
-				in.contract.Operations = append(in.contract.Operations, policy.Operation{Method: m, Template: tmpl})
+				in.contract.Operations = append(in.contract.Operations, policy.Operation{Method: m, Template: p.basePath + op.Template})
 			}
 		}
 		c.integrations[in.Name] = in
@@ -281,22 +305,105 @@ func (c *Catalogue) Integration(name string) (*Integration, bool) {
 // provider's base path, nil when its operations were not given.
 func (in *Integration) Contract() *policy.Contract { return in.contract }
 
+// addTemplate indexes t for resolving paths. Two templates that one path
+// could fit with different spellings (differing only in case on a
+// case-insensitive provider, or only in a trailing "/") are an error:
+// which one a path is would be a guess.
+func (p *Provider) addTemplate(t *opTemplate) error {
+	key := t.shape(p.PathCase == PathCaseSensitive)
+	if prev, ok := p.shapes[key]; ok {
+		if prev.trailing != t.trailing {
+			return fmt.Errorf("template %q and %q differ only in a trailing /, so which one a call is cannot be told", prev.text, t.text)
+		}
+		for i := range t.segs {
+			if t.segs[i].lit != prev.segs[i].lit {
+				return fmt.Errorf("template %q and %q differ only in case, and provider %s routes paths without regard to case (path_case: insensitive)", prev.text, t.text, p.Name)
+			}
+		}
+		return nil
+	}
+	p.shapes[key] = t
+	x := p.templates[len(t.segs)]
+	if x == nil {
+		x = &tmplIndex{}
+		p.templates[len(t.segs)] = x
+	}
+	x.add(t)
+	return nil
+}
+
+var _ grounding.Catalogue = (*Catalogue)(nil)
+
+// Operations implements grounding.Catalogue: every operation the
+// integrations of provider declare, templates as sent.
+func (c *Catalogue) Operations(provider string) ([]grounding.Operation, bool) {
+	if _, ok := c.providers[provider]; !ok {
+		return nil, false
+	}
+	var out []grounding.Operation
+	for i := range c.Integrations {
+		in := &c.Integrations[i]
+		if in.Provider != provider || in.contract == nil {
+			continue
+		}
+		for _, op := range in.contract.Operations {
+			out = append(out, grounding.Operation{Integration: in.Name, Method: op.Method, Template: op.Template})
+		}
+	}
+	return out, true
+}
+
+// BasePath implements grounding.Catalogue: the path of the provider's base
+// URL as sent, "" for none.
+func (c *Catalogue) BasePath(provider string) string {
+	if p, ok := c.providers[provider]; ok {
+		return p.basePath
+	}
+	return ""
+}
+
 func (p *Provider) compile() error {
 	u, err := url.Parse(p.BaseURL)
 	if err != nil {
 		return fmt.Errorf("base_url: %v", err)
 	}
-	if u.Scheme != "http" && u.Scheme != "https" {
+	p.scheme = strings.ToLower(u.Scheme)
+	if p.scheme != "http" && p.scheme != "https" {
 		return fmt.Errorf("base_url %q: the scheme must be http or https", p.BaseURL)
 	}
-	if u.Host == "" || u.User != nil || u.RawQuery != "" || u.Fragment != "" || u.Opaque != "" {
+	if u.Host == "" || u.User != nil || u.RawQuery != "" || u.ForceQuery || u.Fragment != "" || u.Opaque != "" {
 		return fmt.Errorf("base_url %q: give a scheme, a host and an optional path, without user, query or fragment", p.BaseURL)
 	}
-	if strings.Contains(u.Path, "..") {
-		return fmt.Errorf("base_url %q: the path may not contain \"..\"", p.BaseURL)
+	host := strings.ToLower(u.Hostname())
+	if !strings.Contains(host, ":") { // not an IPv6 literal
+		if host, err = idna.Lookup.ToASCII(host); err != nil || host == "" {
+			return fmt.Errorf("base_url %q: the host is not a valid domain name", p.BaseURL)
+		}
 	}
-	p.base = &url.URL{Scheme: u.Scheme, Host: u.Host}
-	p.basePath = strings.TrimSuffix(path.Clean("/"+u.Path), "/")
+	p.host, p.port = host, defaultPort(p.scheme)
+	if ps := u.Port(); ps != "" {
+		if p.port, err = strconv.Atoi(ps); err != nil || p.port < 1 || p.port > 65535 {
+			return fmt.Errorf("base_url %q: the port is not 1 to 65535", p.BaseURL)
+		}
+	}
+	switch p.PathCase {
+	case "":
+		p.PathCase = PathCaseInsensitive
+	case PathCaseInsensitive, PathCaseSensitive:
+	default:
+		return fmt.Errorf("path_case %q is not insensitive or sensitive", p.PathCase)
+	}
+	p.basePath = ""
+	if bp := u.EscapedPath(); bp != "" && bp != "/" {
+		segs, _, err := splitPath(bp)
+		if err != nil {
+			return fmt.Errorf("base_url %q: the path cannot be sent one way: %v", p.BaseURL, err)
+		}
+		for _, s := range segs {
+			p.basePath += "/" + s.enc
+		}
+	}
+	p.templates, p.shapes = map[int]*tmplIndex{}, map[string]*opTemplate{}
 	switch p.Auth.Type {
 	case AuthBearer, AuthBasic, AuthNone:
 		if p.Auth.Header != "" {
@@ -394,26 +501,6 @@ func checkIdent(s string) error {
 		c := s[i]
 		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
 			return fmt.Errorf("%q: use A-Z, a-z, 0-9, '.', '_' and '-'", s)
-		}
-	}
-	return nil
-}
-
-// checkTemplate accepts "/segment/{name}/...": absolute, no query, no
-// empty, "." or ".." segment.
-func checkTemplate(t string) error {
-	if !strings.HasPrefix(t, "/") {
-		return errors.New("must start with /")
-	}
-	if strings.ContainsAny(t, "?#\\") {
-		return errors.New("may not contain ?, # or \\")
-	}
-	if t == "/" {
-		return nil
-	}
-	for seg := range strings.SplitSeq(t[1:], "/") {
-		if seg == "" || seg == "." || seg == ".." {
-			return errors.New("has an empty, \".\" or \"..\" segment")
 		}
 	}
 	return nil

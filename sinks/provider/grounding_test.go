@@ -43,7 +43,9 @@ func TestGroundingAttacks(t *testing.T) {
 		{"changed-banks message in the task", nil, payment(messageIBAN, "1200.00", "Acme Supplies"), "iban"},
 		{"amount above the amount due", nil, payment(supplierIBAN, "1200.01", "Acme Supplies"), "amount"},
 		{"lookalike supplier name", nil, payment(supplierIBAN, "1200.00", "Аcme Supplies"), "payee"}, // Cyrillic А
-		{"field sent twice", nil, `{"invoice":"INV-7","iban":"` + supplierIBAN + `","iban":"` + attackerIBAN + `","amount":"1","payee":"Acme Supplies","currency":"EUR"}`, "twice"},
+		{"field sent twice up to case", nil, `{"invoice":"INV-7","iban":"` + supplierIBAN + `","IBAN":"` + attackerIBAN + `","amount":"1","payee":"Acme Supplies","currency":"EUR"}`, "twice"},
+		{"negative amount", nil, payment(supplierIBAN, "-100.00", "Acme Supplies"), "minus"},
+		{"minus zero", nil, payment(supplierIBAN, "-0", "Acme Supplies"), "minus"},
 		{"extra field", nil, `{"invoice":"INV-7","iban":"` + supplierIBAN + `","amount":"1","payee":"Acme Supplies","currency":"EUR","bcc_iban":"` + attackerIBAN + `"}`, "bcc_iban"},
 		{"two records for one selector", func(t *testing.T, run string) {
 			s.erp.setSupplier("S-1", "iban", attackerIBAN)

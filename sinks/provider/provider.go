@@ -1,95 +1,3 @@
-// Package provider is the provider sink: an agent's call to a connected
-// provider (an ERP, a CRM, a payment API), decided on before anything
-// leaves Gatehouse and carried out with the credential of the person the
-// work is for.
-//
-// # Params (action "call")
-//
-//	{"provider": "erp", "method": "POST", "path": "/payments",
-//	 "query": {"expand": ["lines"]}, "headers": {"Accept": "application/json"},
-//	 "body": {...} | "body_base64": "...", "content_type": "...",
-//	 "atom": "erp.pay", "declared": "write", "operation_id": "pay-INV-7"}
-//
-// Params are decoded strictly. provider must be in the Catalogue; method is
-// GET, HEAD, OPTIONS, POST, PUT, PATCH or DELETE; path is joined to the
-// provider's base path and must stay under it (a "." or ".." segment, a
-// backslash or a control character is BAD_REQUEST); headers must be in
-// the provider's headers_allowed. body is JSON sent byte for byte as
-// given (content type application/json, or a JSON content_type);
-// body_base64 is any other content, with content_type. operation_id is the
-// idempotency key, for providers that have an idempotency_header; it
-// defaults to the id of the approval the call runs under (see
-// broker.ApprovalFrom: the same for every retry of that approved
-// action), else to the effect id.
-//
-// # What is decided
-//
-// Describe builds the policy.Effect from what is about to be sent, never
-// from the agent's account of it: Provider, Method (upper case), Host (of
-// the base URL, with its port), Path (as sent, without the query), Target
-// (host + path), and the body's Size and Digest. The authority comes from
-// the catalogue:
-//
-//   - Atom names an integration. For one in the catalogue, Declared is the
-//     catalogue's effect and Contract its operations (templates joined to
-//     the base path; nil when the catalogue gives none). An agent that
-//     states declared must state the catalogue's, else BAD_REQUEST: it can
-//     never widen it. An atom the catalogue does not know has no declared
-//     effect and no contract, so it may only read.
-//   - Origin is the request's origin. With an atom, an origin the
-//     catalogue's does not allow is BAD_REQUEST: the request may say
-//     registry or model for any integration (code the model wrote or
-//     repaired is trusted less, and its contract is then nil unless the
-//     catalogue's origin is itself registry or model, since the operations
-//     read were the original code's), otherwise it must say the
-//     catalogue's origin or nothing. Without an atom the origin is the
-//     request's (direct for an application's own client).
-//   - Values, for scope limits, are the top-level numbers and strings of a
-//     JSON object body or of a form body, as written. A name sent twice
-//     gets a value that is not a number, so a limit on it refuses.
-//
-// The policy then applies the origin table, the four built-in refusals and
-// the deployment rules; this package does not repeat them.
-//
-// # Credentials
-//
-// Perform looks up the person's own credential (tenant, person, provider
-// from the run's record) only after the decision, attaches it to the
-// outgoing request, and nowhere else: not in the reply, the journal, a log
-// or an error. Credentials are cached for Config.CredentialTTL under that
-// same key, so a credential cached for one person is never served to
-// another. A person without a credential fails the call with a *CallError
-// of type "no-credential"; no other credential is tried.
-//
-// # Connections, retries, responses
-//
-// Each provider has one http.Client whose connections are kept
-// keepalive_seconds (default 120) and reused. Redirects are returned to
-// the agent, never followed. A provider with an idempotency_header gets
-// the key on every request, and a call that got no answer, or a 502, 503
-// or 504, is tried again up to retries times (default 2) with the same
-// key; a provider without one is never retried. The agent gets the
-// status, the allowed response headers and the body (JSON inline,
-// anything else base64), at most max_response_bytes.
-//
-// # What is recorded
-//
-// The outcome records the status code (detail status_code, attempts) or
-// the error type (connect, reset, timeout, tls, canceled,
-// no-credential, credential-store, response-too-large, record-store), and the size and
-// "sha256:<hex>" digest of the response body. Status is ok for 1xx to
-// 3xx, failed for 4xx and 5xx (error "http-status"). Query strings,
-// bodies, headers and credentials are never recorded; paths are, so they
-// must not carry secrets.
-//
-// # Grounding
-//
-// With Config.Grounding, Describe runs the rule that applies to the call
-// and puts its result on the Effect and its citations on the Proposal; see
-// ground.go for the records kept, the workflow they belong to, rereads
-// and what selectors_from: [input] gets.
-//
-// The Sink is safe for concurrent use. Close closes idle connections.
 package provider
 
 import (
@@ -105,7 +13,6 @@ import (
 	"net/http"
 	"net/textproto"
 	"net/url"
-	"path"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -121,6 +28,7 @@ import (
 	"github.com/gatehouse/gatehouse/broker/content"
 	"github.com/gatehouse/gatehouse/broker/journal"
 	"github.com/gatehouse/gatehouse/grounding"
+	"github.com/gatehouse/gatehouse/grounding/strictjson"
 	"github.com/gatehouse/gatehouse/policy"
 )
 
@@ -140,8 +48,14 @@ type Config struct {
 	// CredentialTTL is how long a credential is cached; 0 is
 	// DefaultCredentialTTL, negative does not cache.
 	CredentialTTL time.Duration
-	// Grounding are the grounding rules; nil checks nothing.
+	// Grounding are the grounding rules; nil checks nothing. New checks
+	// them against Catalogue and ToolServers (grounding.Rules.Resolve) and
+	// fails when they do not fit; LoadGrounding reads a file that way.
 	Grounding *grounding.Rules
+	// ToolServers names the upstream MCP servers whose tool calls the
+	// mcp sink grounds with these rules (as POST /tools/<tool> on provider
+	// <server>), so rules may match them.
+	ToolServers []string
 	// Records keeps the responses grounding relies on, shared by every
 	// broker; nil is a *KVRecords on the js given to New.
 	Records RecordStore
@@ -158,6 +72,7 @@ type Sink struct {
 	cache   *ttlcache.Cache[credKey, Credential]
 	ttl     time.Duration
 	rules   atomic.Pointer[grounding.Rules] // swapped by SetGrounding
+	gcat    grounding.Catalogue             // what rules are resolved against
 	records RecordStore
 	log     *slog.Logger
 	now     func() time.Time
@@ -182,7 +97,12 @@ func New(ctx context.Context, js jetstream.JetStream, cfg Config) (*Sink, error)
 	}
 	s := &Sink{cat: cfg.Catalogue, creds: cfg.Credentials, ttl: cfg.CredentialTTL,
 		records: cfg.Records, log: cfg.Logger, now: cfg.Now, clients: map[string]*http.Client{}}
-	s.rules.Store(cfg.Grounding)
+	s.gcat = cfg.Catalogue.WithToolServers(cfg.ToolServers...)
+	rules, err := cfg.Grounding.Resolve(s.gcat)
+	if err != nil {
+		return nil, err
+	}
+	s.rules.Store(rules)
 	if s.ttl == 0 {
 		s.ttl = DefaultCredentialTTL
 	}
@@ -250,15 +170,26 @@ type Reply struct {
 // call is a decoded request, handed from Describe to Perform.
 type call struct {
 	prov        *Provider
-	method      string
-	path        string // as sent, without the query
+	canon       Canonical
+	method      string // canon.Method
+	path        string // canon.Path: as sent, without the query
 	query       url.Values
 	rawQuery    string
 	headers     http.Header
 	body        []byte // nil: no body
 	contentType string
 	opID        string
-	ground      *content.Grounding // what the grounding check was given, when a rule applied
+	// ambiguous, when set, says why the request has no canonical form:
+	// Decide refuses it and Perform never sends it.
+	ambiguous string
+	ground    *content.Grounding // what the grounding check was given, when a rule applied
+}
+
+// setAmbiguous keeps the first reason a request cannot be sent one way.
+func (c *call) setAmbiguous(why string) {
+	if c.ambiguous == "" {
+		c.ambiguous = why
+	}
 }
 
 // Name implements broker.Sink.
@@ -273,19 +204,27 @@ func (s *Sink) Describe(ctx context.Context, run *broker.Run, req *broker.Effect
 	if req.Action != ActionCall {
 		return nil, bad("the provider sink's action is %q", ActionCall)
 	}
+	bodyTwice, err := paramsOnce(req.Params)
+	if err != nil {
+		return nil, err
+	}
 	var p Params
 	if err := broker.DecodeParams(req.Params, &p); err != nil {
 		return nil, err
 	}
-	c, e, err := s.decode(req, &p)
+	c, e, err := s.decode(ctx, req, &p)
 	if err != nil {
 		return nil, err
+	}
+	if bodyTwice {
+		c.setAmbiguous("the body has a key twice in one object, which parsers resolve in different ways")
+		e.Ambiguous = c.ambiguous
 	}
 	prop := &broker.Proposal{Effect: e, State: c}
 	if c.body != nil {
 		prop.Size, prop.Digest = int64(len(c.body)), digest(c.body)
 	}
-	if s.rules.Load() != nil {
+	if s.rules.Load() != nil && c.ambiguous == "" {
 		if err := s.ground(ctx, run, c, prop); err != nil {
 			return nil, err
 		}
@@ -293,8 +232,28 @@ func (s *Sink) Describe(ctx context.Context, run *broker.Run, req *broker.Effect
 	return prop, nil
 }
 
-// decode validates p and builds the call and its effect.
-func (s *Sink) decode(req *broker.EffectRequest, p *Params) (*call, policy.Effect, error) {
+// paramsOnce refuses params with a key written twice (BAD_REQUEST), but
+// for a key twice inside body, which it reports: that is a body no two
+// servers need read alike, refused as ambiguous-request on the record.
+func paramsOnce(raw json.RawMessage) (bodyTwice bool, err error) {
+	if raw == nil {
+		return false, nil
+	}
+	dups, err := strictjson.Scan(raw, strictjson.Options{})
+	if err != nil {
+		return false, bad("params: %s", jsonProblem(err))
+	}
+	for _, d := range dups {
+		if len(d.Path) < 2 || d.Path[0].Key != "body" {
+			return false, bad("params: %s (%s)", strictjson.ErrDuplicateKey, clip(d.Path[0].Key))
+		}
+		bodyTwice = true
+	}
+	return bodyTwice, nil
+}
+
+// decode validates p and builds the canonical call and its effect.
+func (s *Sink) decode(ctx context.Context, req *broker.EffectRequest, p *Params) (*call, policy.Effect, error) {
 	var e policy.Effect
 	prov, ok := s.cat.Provider(p.Provider)
 	if !ok {
@@ -304,11 +263,17 @@ func (s *Sink) decode(req *broker.EffectRequest, p *Params) (*call, policy.Effec
 	if !knownMethods[c.method] {
 		return nil, e, bad("method %q is not GET, HEAD, OPTIONS, POST, PUT, PATCH or DELETE", clip(p.Method))
 	}
-	full, err := joinPath(prov.basePath, p.Path)
-	if err != nil {
+	rel, tmpl, err := prov.resolvePath(p.Path)
+	var amb *AmbiguousError
+	switch {
+	case errors.As(err, &amb):
+		c.setAmbiguous(amb.Reason)
+		c.path = prov.basePath + "/" + strings.TrimPrefix(p.Path, "/") // recorded as asked; never sent
+	case err != nil:
 		return nil, e, err
+	default:
+		c.path = prov.basePath + rel
 	}
-	c.path = full
 	if len(p.Query) > 0 {
 		c.query = url.Values{}
 		for k, vs := range p.Query {
@@ -319,6 +284,9 @@ func (s *Sink) decode(req *broker.EffectRequest, p *Params) (*call, policy.Effec
 				if !utf8.ValidString(v) {
 					return nil, e, bad("query values must be UTF-8")
 				}
+			}
+			if strings.EqualFold(k, "_method") {
+				c.setAmbiguous("the query names _method, which frameworks read as a method override")
 			}
 			c.query[k] = vs
 		}
@@ -337,36 +305,8 @@ func (s *Sink) decode(req *broker.EffectRequest, p *Params) (*call, policy.Effec
 			c.headers.Set(ck, v)
 		}
 	}
-	switch {
-	case p.Body != nil && p.BodyBase64 != "":
-		return nil, e, bad("give body or body_base64, not both")
-	case p.Body != nil:
-		if string(p.Body) == "null" {
-			return nil, e, bad("body may not be null; leave it out to send no body")
-		}
-		c.body, c.contentType = []byte(p.Body), "application/json"
-		if p.ContentType != "" {
-			if !isJSONType(p.ContentType) {
-				return nil, e, bad("body is JSON, so content_type must be a JSON type; use body_base64 for other content")
-			}
-			c.contentType = p.ContentType
-		}
-	case p.BodyBase64 != "":
-		b, err := base64.StdEncoding.DecodeString(p.BodyBase64)
-		if err != nil {
-			return nil, e, bad("body_base64 is not standard base64")
-		}
-		c.body, c.contentType = b, p.ContentType
-		if c.contentType == "" {
-			c.contentType = "application/octet-stream"
-		}
-	case p.ContentType != "":
-		return nil, e, bad("content_type without a body")
-	}
-	if c.contentType != "" {
-		if _, _, err := mime.ParseMediaType(c.contentType); err != nil || !httpguts.ValidHeaderFieldValue(c.contentType) {
-			return nil, e, bad("content_type %q is not a media type", clip(c.contentType))
-		}
+	if err := c.decodeBody(p); err != nil {
+		return nil, e, err
 	}
 	if p.OperationID != "" {
 		if prov.IdempotencyHeader == "" {
@@ -377,22 +317,158 @@ func (s *Sink) decode(req *broker.EffectRequest, p *Params) (*call, policy.Effec
 		}
 		c.opID = p.OperationID
 	}
-
+	c.canon = Canonical{Scheme: prov.scheme, Host: prov.host, Port: prov.port, Method: c.method, Path: c.path,
+		Query: c.query, RawQuery: c.rawQuery}
+	if tmpl != "" {
+		c.canon.Operation = prov.basePath + tmpl
+	}
+	host := c.canon.Authority()
 	e = policy.Effect{
 		Sink: policy.SinkProvider, Action: ActionCall, Origin: req.Origin, Tool: req.Tool,
-		Provider: prov.Name, Method: c.method, Host: prov.base.Host, Path: c.path,
-		Target: prov.base.Host + c.path, Atom: p.Atom,
+		Provider: prov.Name, Method: c.method, Host: host, Path: c.path,
+		Target: host + c.path, Atom: p.Atom, Ambiguous: c.ambiguous,
+		PathFold: prov.PathCase == PathCaseInsensitive,
 	}
 	if err := s.authority(&e, prov, req.Origin, p); err != nil {
 		return nil, e, err
 	}
+	if pc, ok := broker.ProgramContractFrom(ctx); ok {
+		e.FromProgram, e.ProgramContract = true, joinContract(prov, pc)
+	}
 	if c.body != nil {
-		e.Values = values(c.body, c.contentType)
+		e.Values = values(c.body, c.contentType, c.query)
 	}
 	return c, e, nil
 }
 
-// authority sets Declared, Contract and Origin from the catalogue.
+// decodeBody reads body or body_base64 and its content type, noting what
+// servers would read in different ways.
+func (c *call) decodeBody(p *Params) error {
+	switch {
+	case p.Body != nil && p.BodyBase64 != "":
+		return bad("give body or body_base64, not both")
+	case p.Body != nil:
+		if string(p.Body) == "null" {
+			return bad("body may not be null; leave it out to send no body")
+		}
+		c.body, c.contentType = []byte(p.Body), "application/json"
+		if p.ContentType != "" {
+			if !isJSONType(p.ContentType) {
+				return bad("body is JSON, so content_type must be a JSON type; use body_base64 for other content")
+			}
+			c.contentType = p.ContentType
+		}
+	case p.BodyBase64 != "":
+		b, err := base64.StdEncoding.DecodeString(p.BodyBase64)
+		if err != nil {
+			return bad("body_base64 is not standard base64")
+		}
+		c.body, c.contentType = b, p.ContentType
+		if c.contentType == "" {
+			c.contentType = "application/octet-stream"
+		}
+	case p.ContentType != "":
+		return bad("content_type without a body")
+	}
+	if c.contentType == "" {
+		return nil
+	}
+	mt, params, err := mime.ParseMediaType(c.contentType)
+	if err != nil || !httpguts.ValidHeaderFieldValue(c.contentType) {
+		return bad("content_type %q is not a media type", clip(c.contentType))
+	}
+	form := mt == "application/x-www-form-urlencoded"
+	if !isJSONType(c.contentType) && !form {
+		return nil
+	}
+	if cs, ok := params["charset"]; ok && !strings.EqualFold(cs, "utf-8") {
+		c.setAmbiguous("the body's charset is not utf-8, so it is not read as the bytes decided on")
+		return nil
+	}
+	if form {
+		q, err := url.ParseQuery(string(c.body))
+		if err != nil {
+			c.setAmbiguous("the form body cannot be read one way (a ';' separator or a bad escape)")
+		}
+		for k := range q {
+			if strings.EqualFold(k, "_method") {
+				c.setAmbiguous("the form body names _method, which frameworks read as a method override")
+			}
+		}
+		return nil
+	}
+	if p.Body == nil { // body came inside params, which paramsOnce has read
+		if err := strictjson.Check(c.body); err != nil {
+			c.setAmbiguous("the JSON body cannot be read one way: " + jsonProblem(err))
+			return nil
+		}
+	}
+	if jsonHasMethodOverride(c.body) {
+		c.setAmbiguous("the JSON body names _method, which frameworks read as a method override")
+	}
+	return nil
+}
+
+// jsonProblem names what strictjson refused, without the document's keys
+// (which could carry a value).
+func jsonProblem(err error) string {
+	for _, e := range []error{strictjson.ErrDuplicateKey, strictjson.ErrInvalidUTF8, strictjson.ErrSurrogate, strictjson.ErrTooDeep} {
+		if errors.Is(err, e) {
+			return e.Error()
+		}
+	}
+	return strictjson.ErrSyntax.Error()
+}
+
+// jsonHasMethodOverride reports whether a JSON object body has a
+// top-level "_method" key (any case).
+func jsonHasMethodOverride(body []byte) bool {
+	if !containsFold(body, "_method") {
+		return false
+	}
+	var top map[string]json.RawMessage
+	if json.Unmarshal(body, &top) != nil {
+		return false
+	}
+	for k := range top {
+		if strings.EqualFold(k, "_method") {
+			return true
+		}
+	}
+	return false
+}
+
+// containsFold reports whether b holds the ASCII word w in any case.
+func containsFold(b []byte, w string) bool {
+	for i := 0; i+len(w) <= len(b); i++ {
+		if b[i] == w[0] && strings.EqualFold(string(b[i:i+len(w)]), w) {
+			return true
+		}
+	}
+	return false
+}
+
+// joinContract joins a program's contract (templates relative to the
+// provider's base URL, as the program writes paths) to prov's base path,
+// as the catalogue's contracts are; nil stays nil.
+func joinContract(prov *Provider, pc *policy.Contract) *policy.Contract {
+	if pc == nil {
+		return nil
+	}
+	out := &policy.Contract{Operations: make([]policy.Operation, len(pc.Operations))}
+	for i, op := range pc.Operations {
+		t := op.Template
+		if !strings.HasPrefix(t, "/") {
+			t = "/" + t
+		}
+		out.Operations[i] = policy.Operation{Method: strings.ToUpper(op.Method), Template: prov.basePath + t}
+	}
+	return out
+}
+
+// authority sets Declared and Contract from the catalogue, and the origin
+// decided on: the request's, or the integration's when that is less
+// trusted.
 func (s *Sink) authority(e *policy.Effect, prov *Provider, origin policy.Origin, p *Params) error {
 	if p.Atom == "" {
 		if p.Declared != "" {
@@ -418,48 +494,22 @@ func (s *Sink) authority(e *policy.Effect, prov *Provider, origin policy.Origin,
 	}
 	e.Declared = in.Effect
 	e.Contract = in.Contract()
-	switch {
-	case origin == "" || origin == in.Origin:
-		e.Origin = in.Origin
-	case untrusted(origin):
-		e.Origin = origin
-		if !untrusted(in.Origin) {
-			e.Contract = nil // repaired code: the operations read were the original's
-		}
-	default:
-		return bad("integration %q has origin %s in the catalogue; a request cannot say %s for it", p.Atom, in.Origin, origin)
-	}
+	e.Origin = leastTrusted(origin, in.Origin)
 	return nil
 }
 
-func untrusted(o policy.Origin) bool { return o == policy.OriginRegistry || o == policy.OriginModel }
+// trust orders origins for leastTrusted; an origin not listed (or none)
+// is trusted least.
+var trust = map[policy.Origin]int{
+	policy.OriginModel: 1, policy.OriginRegistry: 2, policy.OriginDirect: 3, policy.OriginRuntime: 4, policy.OriginShipped: 5,
+}
 
-// joinPath joins an agent's path to the base path and refuses anything
-// that could leave it or be read two ways.
-func joinPath(base, p string) (string, error) {
-	if p == "" {
-		return "", bad("path is required")
+// leastTrusted returns the less trusted of two origins.
+func leastTrusted(a, b policy.Origin) policy.Origin {
+	if trust[b] < trust[a] {
+		return b
 	}
-	if len(p) > 2048 || !utf8.ValidString(p) || strings.IndexFunc(p, unicode.IsControl) >= 0 {
-		return "", bad("path must be at most 2048 printable UTF-8 bytes")
-	}
-	if strings.ContainsAny(p, "?#\\") {
-		return "", bad("path may not contain ?, # or \\; give the query in query")
-	}
-	rel := strings.TrimPrefix(p, "/")
-	for seg := range strings.SplitSeq(rel, "/") {
-		if seg == "." || seg == ".." {
-			return "", bad("path %q has a \".\" or \"..\" segment", clip(p))
-		}
-	}
-	full := path.Join("/", base, rel)
-	if strings.HasSuffix(p, "/") && full != "/" {
-		full += "/"
-	}
-	if base != "" && full != base && !strings.HasPrefix(full, base+"/") {
-		return "", bad("path %q leaves the provider's base path %s", clip(p), base)
-	}
-	return full, nil
+	return a
 }
 
 func isJSONType(ct string) bool {
@@ -470,6 +520,10 @@ func isJSONType(ct string) bool {
 // Perform implements broker.Sink.
 func (s *Sink) Perform(ctx context.Context, run *broker.Run, req *broker.EffectRequest, prop *broker.Proposal) (*broker.Performed, error) {
 	c := prop.State.(*call)
+	if c.ambiguous != "" {
+		return nil, &CallError{Provider: c.prov.Name, Type: "ambiguous-request",
+			Detail: "the request has no one canonical form (" + c.ambiguous + "); nothing was sent"}
+	}
 	p := c.prov
 	var cred *Credential
 	if p.Auth.Type != AuthNone {

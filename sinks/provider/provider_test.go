@@ -122,9 +122,8 @@ func TestAgentCannotWidenAuthority(t *testing.T) {
 		"declared wider":           {policy.OriginShipped, map[string]any{"provider": "erp", "method": "DELETE", "path": "/invoices/INV-7", "atom": "erp.read", "declared": "destructive"}},
 		"declared for atomless":    {policy.OriginDirect, map[string]any{"provider": "erp", "method": "POST", "path": "/payments", "declared": "write"}},
 		"declared for unknown":     {policy.OriginShipped, map[string]any{"provider": "erp", "method": "POST", "path": "/payments", "atom": "x", "declared": "write"}},
-		"model says shipped":       {policy.OriginShipped, map[string]any{"provider": "erp", "method": "POST", "path": "/refunds", "atom": "erp.model.pay"}},
 		"atom of another provider": {policy.OriginShipped, map[string]any{"provider": "erp-plain", "method": "GET", "path": "/x", "atom": "erp.read"}},
-		"path escape":              {policy.OriginShipped, map[string]any{"provider": "erp", "method": "GET", "path": "/invoices/../admin", "atom": "erp.read"}},
+		"path with a control":      {policy.OriginShipped, map[string]any{"provider": "erp", "method": "GET", "path": "/invoices/\u0000", "atom": "erp.read"}},
 		"header not allowed":       {policy.OriginShipped, map[string]any{"provider": "erp", "method": "GET", "path": "/invoices/INV-7", "atom": "erp.read", "headers": map[string]string{"Authorization": "Bearer mine"}}},
 		"query in path":            {policy.OriginShipped, map[string]any{"provider": "erp", "method": "GET", "path": "/invoices/INV-7?x=1", "atom": "erp.read"}},
 		"unknown provider":         {policy.OriginShipped, map[string]any{"provider": "bank", "method": "GET", "path": "/"}},
@@ -142,10 +141,19 @@ func TestAgentCannotWidenAuthority(t *testing.T) {
 			}
 		})
 	}
-	// A repaired shipped integration (origin model) loses the shipped
-	// contract, so it may not mutate.
+	// Naming a shipped integration does not lend its origin: model code
+	// (or an agent) is recorded as model, and held to the integration's
+	// contract like any origin.
 	r := s.call(t, run, policy.OriginModel, pay(`{"amount":"1"}`))
-	mustRefuse(t, r, policy.RefuseUnverifiedModelCode)
+	mustAllow(t, r)
+	if d := s.decision(t, run, r.Effect); d.Origin != policy.OriginModel || !d.Verified {
+		t.Fatalf("recorded %+v", d)
+	}
+	r = s.call(t, run, policy.OriginShipped, map[string]any{"provider": "erp", "method": "POST", "path": "/refunds", "atom": "erp.model.pay", "body": json.RawMessage(`{"amount":"1"}`)})
+	mustRefuse(t, r, policy.RefuseOutsideContract)
+	if d := s.decision(t, run, r.Effect); d.Origin != policy.OriginModel {
+		t.Fatalf("shipped code calling a model integration recorded as %s", d.Origin)
+	}
 }
 
 func TestScopes(t *testing.T) {

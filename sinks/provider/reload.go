@@ -15,10 +15,16 @@ var ErrNoRecordStore = errors.New("provider sink: grounding rules need a record 
 // Rules from grounding.Unreadable refuse every call (fail closed), as at
 // start. nil turns grounding off. It returns ErrNoRecordStore, and changes
 // nothing, when rules are given to a sink New built without grounding rules
-// and without Config.Records.
+// and without Config.Records; and the error of grounding.Rules.Resolve,
+// changing nothing, when the rules do not fit the sink's catalogue (read
+// them with LoadGrounding to get that error first).
 func (s *Sink) SetGrounding(rules *grounding.Rules) error {
 	if rules != nil && s.records == nil {
 		return ErrNoRecordStore
+	}
+	rules, err := rules.Resolve(s.gcat)
+	if err != nil {
+		return err
 	}
 	s.rules.Store(rules)
 	return nil

@@ -3,6 +3,7 @@ package provider_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/gatehouse/gatehouse/broker/natstest"
@@ -14,7 +15,7 @@ import (
 // has no record store, so rules given later are refused and nothing
 // changes, rather than checks running against no records.
 func TestSetGrounding(t *testing.T) {
-	cat, err := provider.ParseCatalogue("c.yaml", []byte("providers:\n  - {name: erp, base_url: http://127.0.0.1:1, auth: {type: none}}\n"))
+	cat, err := provider.ParseCatalogue("c.yaml", []byte(catalogue("http://127.0.0.1:1")))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -36,8 +37,22 @@ func TestSetGrounding(t *testing.T) {
 	}
 	broken := grounding.Unreadable("g.yaml", errors.New("line 3: colour"))
 	for _, r := range []*grounding.Rules{broken, rules, nil} {
-		if err := s.SetGrounding(r); err != nil || s.Grounding() != r {
+		if err := s.SetGrounding(r); err != nil || s.Grounding().Name() != r.Name() || s.Grounding().Digest() != r.Digest() {
 			t.Fatalf("SetGrounding(%v): %v, in force %v", r.Name(), err, s.Grounding())
 		}
+	}
+	// Rules that do not fit the catalogue are refused and change nothing.
+	if err := s.SetGrounding(rules); err != nil {
+		t.Fatal(err)
+	}
+	misfit, err := grounding.Parse("misfit.yaml", []byte(strings.ReplaceAll(pinnedYAML, "/payments", "/api/payments")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SetGrounding(misfit); !errors.Is(err, grounding.ErrInvalidRules) || !strings.Contains(err.Error(), "/api/payments fits no operation") || s.Grounding().Name() != "g.yaml" {
+		t.Fatalf("misfit rules: %v, in force %s", err, s.Grounding().Name())
+	}
+	if _, err := provider.New(context.Background(), natstest.JetStream(t), provider.Config{Catalogue: cat, Grounding: misfit}); !errors.Is(err, grounding.ErrInvalidRules) {
+		t.Fatalf("New with misfit rules: %v", err)
 	}
 }

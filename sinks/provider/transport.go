@@ -76,10 +76,7 @@ type response struct {
 func (s *Sink) send(ctx context.Context, c *call, cred *Credential, key string) (*response, error) {
 	p := c.prov
 	client := s.clients[p.Name]
-	u := *p.base
-	u.Path = c.path
-	u.RawQuery = c.rawQuery
-	target := u.String()
+	target := c.canon.URL()
 	tries := 1 + p.retries()
 	var lastErr error
 	for attempt := 1; ; attempt++ {

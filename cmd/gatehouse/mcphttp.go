@@ -1,0 +1,313 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/auth"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/gatehouse/gatehouse/broker"
+	"github.com/gatehouse/gatehouse/broker/client"
+	"github.com/gatehouse/gatehouse/broker/mcpserver"
+	"github.com/gatehouse/gatehouse/broker/subject"
+)
+
+// MCP over streamable HTTP (serve --mcp-http ADDR). Each named agent has a
+// bearer token of its own, made by Gatehouse (DATA_DIR/mcp/tokens/NAME.token,
+// mode 0600; 'gatehouse mcp token NAME' makes or remakes it). A session is
+// authenticated to the one agent its token names, never to a name the HTTP
+// client claims, and is bound to the run in its address (/mcp?run=r_...),
+// which must be open and opened for that agent. Every call of the session
+// is proposed over NATS on that agent's own connection (its own credential
+// and inbox), exactly as the agent's own request would be. The SDK keeps a
+// session to the token's agent: a request with another agent's token on
+// the session is refused.
+
+const mcpTokenPrefix = "ghmcp_"
+
+func mcpTokenDir(dataDir string) string { return filepath.Join(dataDir, "mcp", "tokens") }
+
+func mcpTokenPath(dataDir, agent string) string {
+	return filepath.Join(mcpTokenDir(dataDir), agent+".token")
+}
+
+// newMCPToken writes a fresh token for agent, replacing any, and returns it.
+func newMCPToken(dataDir, agent string) (string, error) {
+	if !subject.ValidAgent(agent) {
+		return "", usageError("agent %q: a name must be 1 to %d letters, digits, '-' or '_'", agent, subject.MaxAgentLen)
+	}
+	b := make([]byte, 32)
+	if _, err := rand.Read(b); err != nil {
+		return "", err
+	}
+	tok := mcpTokenPrefix + base64.RawURLEncoding.EncodeToString(b)
+	if err := os.MkdirAll(mcpTokenDir(dataDir), 0o700); err != nil {
+		return "", err
+	}
+	tmp := mcpTokenPath(dataDir, agent) + ".tmp"
+	if err := os.WriteFile(tmp, []byte(tok+"\n"), 0o600); err != nil {
+		return "", err
+	}
+	return tok, os.Rename(tmp, mcpTokenPath(dataDir, agent))
+}
+
+func cmdMCPToken(env *cliEnv, args []string) error {
+	var dataDir string
+	fs := newEnvFlags(env, "mcp token", mcpUsage)
+	fs.stringVar(&dataDir, "data-dir", ".gatehouse", "the data dir of the 'gatehouse serve' that serves --mcp-http")
+	pos, err := fs.parse(args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 {
+		return usageError("mcp token takes one agent name")
+	}
+	tok, err := newMCPToken(dataDir, pos[0])
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(env.stdout, "%s\n", tok)
+	fmt.Fprintf(env.stderr, "token for agent %s written to %s (the old one, if any, no longer works). Send it as 'Authorization: Bearer <token>'.\n",
+		pos[0], mcpTokenPath(dataDir, pos[0]))
+	return nil
+}
+
+// mcpTokens checks bearer tokens against the token files. The folder is
+// read again whenever it changed (a token made, remade or removed with
+// 'gatehouse mcp token' or rm), so a new token works and a removed one
+// stops working on the next request, without a restart. Safe for
+// concurrent use.
+type mcpTokens struct {
+	dir string
+	log *slog.Logger
+
+	mu   sync.Mutex
+	mod  time.Time
+	byID map[[32]byte]string // sha256 of a token to its agent
+}
+
+// loadMCPTokens makes a token for each of agents that has none yet and
+// reads them all.
+func loadMCPTokens(dataDir string, agents []string, log *slog.Logger) (*mcpTokens, error) {
+	for _, a := range agents {
+		if _, err := os.Stat(mcpTokenPath(dataDir, a)); errors.Is(err, os.ErrNotExist) {
+			if _, err := newMCPToken(dataDir, a); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if err := os.MkdirAll(mcpTokenDir(dataDir), 0o700); err != nil {
+		return nil, err
+	}
+	t := &mcpTokens{dir: mcpTokenDir(dataDir), log: log}
+	if err := t.reload(); err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+// reload reads the folder if it changed since the last read. A token file
+// that cannot be read is skipped (and logged): it authenticates nobody.
+func (t *mcpTokens) reload() error {
+	fi, err := os.Stat(t.dir)
+	if err != nil {
+		return err
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if fi.ModTime().Equal(t.mod) && t.byID != nil {
+		return nil
+	}
+	ents, err := os.ReadDir(t.dir)
+	if err != nil {
+		return err
+	}
+	byID := map[[32]byte]string{}
+	for _, e := range ents {
+		agent, ok := strings.CutSuffix(e.Name(), ".token")
+		if !ok || !subject.ValidAgent(agent) {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(t.dir, e.Name()))
+		tok := strings.TrimSpace(string(b))
+		if err != nil || !strings.HasPrefix(tok, mcpTokenPrefix) || len(tok) < len(mcpTokenPrefix)+40 {
+			t.log.Warn("MCP token file skipped; remake it with 'gatehouse mcp token'", "file", e.Name(), "err", err)
+			continue
+		}
+		byID[sha256.Sum256([]byte(tok))] = agent
+	}
+	t.byID, t.mod = byID, fi.ModTime()
+	return nil
+}
+
+// verify is the bearer-token check: the token's agent, or ErrInvalidToken.
+// Tokens are compared by their SHA-256, in constant time.
+func (t *mcpTokens) verify(_ context.Context, token string, _ *http.Request) (*auth.TokenInfo, error) {
+	if err := t.reload(); err != nil {
+		t.log.Error("MCP tokens cannot be read; every session is refused", "err", err)
+		return nil, auth.ErrInvalidToken
+	}
+	sum := sha256.Sum256([]byte(token))
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	agent := ""
+	for k, a := range t.byID {
+		if subtle.ConstantTimeCompare(k[:], sum[:]) == 1 {
+			agent = a
+		}
+	}
+	if agent == "" {
+		return nil, auth.ErrInvalidToken
+	}
+	return &auth.TokenInfo{UserID: agent, Expiration: time.Now().Add(time.Hour)}, nil
+}
+
+// mcpHTTP is the streamable HTTP transport serve runs on --mcp-http.
+type mcpHTTP struct {
+	runs  func(ctx context.Context, id string) (*broker.Run, error)
+	dial  func(agent string) (*client.Client, error)
+	wait  time.Duration
+	log   *slog.Logger
+	srv   *http.Server
+	ln    net.Listener
+	mu    sync.Mutex
+	conns map[string]*client.Client // by agent
+}
+
+// startMCPHTTP listens on addr and serves MCP sessions there until close.
+func startMCPHTTP(addr string, toks *mcpTokens, runs func(context.Context, string) (*broker.Run, error),
+	dial func(agent string) (*client.Client, error), wait time.Duration, log *slog.Logger) (*mcpHTTP, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	m := &mcpHTTP{runs: runs, dial: dial, wait: wait, log: log, ln: ln, conns: map[string]*client.Client{}}
+	h := mcp.NewStreamableHTTPHandler(m.server, &mcp.StreamableHTTPOptions{Logger: log, SessionTimeout: 30 * time.Minute,
+		MaxRequestBodyBytes: 2 * broker.MaxRequestBytes})
+	mux := http.NewServeMux()
+	mux.Handle("/mcp", auth.RequireBearerToken(toks.verify, nil)(m.bind(h)))
+	m.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		if err := m.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Error("mcp http server stopped", "err", err)
+		}
+	}()
+	return m, nil
+}
+
+// URL is the transport's endpoint.
+func (m *mcpHTTP) URL() string { return "http://" + m.ln.Addr().String() + "/mcp" }
+
+// close stops the server and the agents' connections.
+func (m *mcpHTTP) close(ctx context.Context) {
+	_ = m.srv.Shutdown(ctx)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, c := range m.conns {
+		c.Close()
+	}
+	m.conns = map[string]*client.Client{}
+}
+
+type ctxRunKey struct{}
+
+// bind checks, for a request opening a session, that its run is open and
+// was opened for the token's agent, and refuses it with 403 (or 404, 400)
+// and a JSON error otherwise.
+func (m *mcpHTTP) bind(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ti := auth.TokenInfoFromContext(r.Context())
+		if ti == nil {
+			httpError(w, http.StatusUnauthorized, broker.CodeBadRequest, "a bearer token is required")
+			return
+		}
+		id := r.URL.Query().Get("run")
+		if !broker.ValidRunID(id) {
+			httpError(w, http.StatusBadRequest, broker.CodeBadRequest, "name the run in the address: /mcp?run=r_...")
+			return
+		}
+		run, err := m.runs(r.Context(), id)
+		switch {
+		case errors.Is(err, broker.ErrUnknownRun):
+			httpError(w, http.StatusNotFound, broker.CodeUnknownRun, "no such run; the application opens work and gives the agent its run id")
+			return
+		case err != nil:
+			httpError(w, http.StatusServiceUnavailable, broker.CodeRunStore, err.Error())
+			return
+		case run.Closed:
+			httpError(w, http.StatusForbidden, broker.CodeRunClosed, "the application closed this run")
+			return
+		case broker.RunAgent(run) != ti.UserID:
+			m.log.Warn("mcp session refused: the run is not this agent's", "agent", ti.UserID, "run", id)
+			httpError(w, http.StatusForbidden, broker.CodeForbiddenField,
+				fmt.Sprintf("run %s was not opened for agent %s; an agent's session is bound to a run the application opened for it", id, ti.UserID))
+			return
+		}
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), ctxRunKey{}, run.ID)))
+	})
+}
+
+func httpError(w http.ResponseWriter, status int, code broker.Code, msg string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(map[string]any{"error": broker.ErrorBody{Code: code, Message: msg}})
+}
+
+// server builds the MCP server of a new session: bound to the run bind
+// checked, proposing on the token's agent's own connection.
+func (m *mcpHTTP) server(r *http.Request) *mcp.Server {
+	ti := auth.TokenInfoFromContext(r.Context())
+	run, _ := r.Context().Value(ctxRunKey{}).(string)
+	if ti == nil || run == "" {
+		return nil
+	}
+	c, err := m.agent(ti.UserID)
+	if err != nil {
+		m.log.Error("mcp session: cannot connect as the agent", "agent", ti.UserID, "err", err)
+		return nil
+	}
+	s, err := mcpserver.New(mcpserver.Config{Run: run, Agent: c, ApprovalWait: m.wait, Version: version, Logger: m.log})
+	if err != nil {
+		return nil
+	}
+	return s.MCP()
+}
+
+// agent returns the agent's own connection, dialing it on first use.
+func (m *mcpHTTP) agent(name string) (*client.Client, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if c, ok := m.conns[name]; ok {
+		return c, nil
+	}
+	c, err := m.dial(name)
+	if err != nil {
+		return nil, err
+	}
+	m.conns[name] = c
+	return c, nil
+}
+
+type nopReadCloser struct{ io.Reader }
+
+func (nopReadCloser) Close() error { return nil }
+
+type nopWriteCloser struct{ io.Writer }
+
+func (nopWriteCloser) Close() error { return nil }

@@ -1,0 +1,321 @@
+package mcp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sort"
+	"sync"
+	"time"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/gatehouse/gatehouse/policy"
+	"github.com/gatehouse/gatehouse/sandbox"
+	"github.com/gatehouse/gatehouse/sinks/provider"
+)
+
+// sessionKey names one upstream session: a server and the person it acts
+// for (the empty principal for the catalogue-time listing). A session, and
+// a stdio server's process, is never shared between people, so neither a
+// credential nor anything a server keeps in memory crosses from one
+// person to another.
+type sessionKey struct {
+	server string
+	who    policy.Principal
+}
+
+// session is one live connection to an upstream server.
+type session struct {
+	cs     *sdk.ClientSession
+	stop   func() // ends the connection (and the process, for stdio)
+	mu     sync.Mutex
+	listed []PinnedTool // the tools this session listed, latest first
+	err    error        // why its listing could not be used
+	used   time.Time
+}
+
+func (s *session) tools() ([]PinnedTool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.listed, s.err
+}
+
+// relist reads the session's tool list again (at start, and when the
+// server says it changed).
+func (s *session) relist(ctx context.Context) ([]PinnedTool, error) {
+	var all []*sdk.Tool
+	for t, err := range s.cs.Tools(ctx, nil) {
+		if err != nil {
+			s.setListed(nil, err)
+			return nil, err
+		}
+		all = append(all, t)
+		if len(all) > MaxTools {
+			break
+		}
+	}
+	pinned, err := PinTools(all)
+	s.setListed(pinned, err)
+	return pinned, err
+}
+
+func (s *session) setListed(t []PinnedTool, err error) {
+	s.mu.Lock()
+	s.listed, s.err = t, err
+	s.mu.Unlock()
+}
+
+// connect opens a session to srv for who, with cred (zero for none).
+func (k *Sink) connect(ctx context.Context, srv *Server, cred provider.Credential) (*session, error) {
+	s := &session{used: k.now()}
+	client := sdk.NewClient(&sdk.Implementation{Name: "gatehouse", Version: "1"}, &sdk.ClientOptions{
+		ToolListChangedHandler: func(ctx context.Context, _ *sdk.ToolListChangedRequest) {
+			if listed, err := s.relist(ctx); err == nil {
+				k.observe(srv.Name, listed)
+			}
+		},
+	})
+	var tr sdk.Transport
+	if srv.Stdio() {
+		t, stop, err := k.startStdio(srv, cred)
+		if err != nil {
+			return nil, err
+		}
+		tr, s.stop = t, stop
+	} else {
+		hc := &http.Client{Transport: credentialTransport{srv: srv, cred: cred, next: k.http}}
+		tr = &sdk.StreamableClientTransport{Endpoint: srv.URL, HTTPClient: hc, MaxRetries: -1}
+		s.stop = func() {}
+	}
+	cctx, cancel := context.WithTimeout(ctx, srv.callTimeout())
+	defer cancel()
+	cs, err := client.Connect(cctx, tr, nil)
+	if err != nil {
+		s.stop()
+		return nil, fmt.Errorf("connect to MCP server %s: %w", srv.Name, err)
+	}
+	s.cs = cs
+	stop := s.stop
+	s.stop = func() { _ = cs.Close(); stop() }
+	if _, err := s.relist(cctx); err != nil {
+		s.stop()
+		return nil, fmt.Errorf("list the tools of MCP server %s: %w", srv.Name, err)
+	}
+	return s, nil
+}
+
+// credentialTransport adds a person's credential to every request to an
+// HTTP server, and nothing else.
+type credentialTransport struct {
+	srv  *Server
+	cred provider.Credential
+	next http.RoundTripper
+}
+
+func (t credentialTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	if t.cred.Token.IsZero() || t.srv.Auth.Type == AuthNone {
+		return t.next.RoundTrip(r)
+	}
+	r = r.Clone(r.Context())
+	switch t.srv.Auth.Type {
+	case AuthBearer:
+		r.Header.Set("Authorization", "Bearer "+t.cred.Token.Reveal())
+	case AuthHeader:
+		r.Header.Set(t.srv.Auth.Header, t.cred.Token.Reveal())
+	}
+	return t.next.RoundTrip(r)
+}
+
+// startStdio starts srv's command in the sandbox, its standard streams
+// piped to the session, in a workspace of its own holding srv.Files. The
+// process ends with the session, at its lifetime, or at a limit.
+func (k *Sink) startStdio(srv *Server, cred provider.Credential) (sdk.Transport, func(), error) {
+	if k.sb == nil {
+		return nil, nil, fmt.Errorf("%w: no sandbox to start MCP server %s in", ErrUnavailable, srv.Name)
+	}
+	ws, err := k.workspace(srv)
+	if err != nil {
+		return nil, nil, err
+	}
+	inR, inW, err := os.Pipe()
+	if err != nil {
+		os.RemoveAll(ws)
+		return nil, nil, err
+	}
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		inR.Close()
+		inW.Close()
+		os.RemoveAll(ws)
+		return nil, nil, err
+	}
+	env := []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=/tmp"}
+	keys := make([]string, 0, len(srv.Env))
+	for key := range srv.Env {
+		keys = append(keys, key)
+	}
+	sort.Strings(keys)
+	for _, key := range keys {
+		env = append(env, key+"="+srv.Env[key])
+	}
+	if srv.Auth.Type == AuthEnv && !cred.Token.IsZero() {
+		env = append(env, srv.Auth.Env+"="+cred.Token.Reveal())
+	}
+	lim := srv.Limits
+	spec := sandbox.Spec{
+		Argv: srv.Command, Env: env, Workspace: ws, StdinStream: inR, StdoutStream: outW,
+		Limits: sandbox.Limits{
+			Wall:      time.Duration(orInt(lim.LifetimeSeconds, 3600)) * time.Second,
+			CPU:       time.Duration(orInt(lim.CPUSeconds, 600)) * time.Second,
+			Memory:    orInt64(lim.MemoryMB, 8192) << 20,
+			Processes: orInt(lim.Processes, 128),
+			OpenFiles: 1024,
+		},
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	k.wg.Add(1)
+	go func() {
+		defer k.wg.Done()
+		defer close(done)
+		res, err := k.sb.Run(ctx, spec)
+		// The process is gone: its end of the pipes closes, so the
+		// session reads EOF and every call in flight fails.
+		inR.Close()
+		outW.Close()
+		os.RemoveAll(ws)
+		switch {
+		case err != nil:
+			k.log.Warn("mcp server process could not run", "server", srv.Name, "err", err)
+		case res.Killed != "" && res.Killed != sandbox.KilledCanceled:
+			k.log.Warn("mcp server process killed at a limit", "server", srv.Name, "limit", res.Killed)
+		}
+	}()
+	stop := func() {
+		cancel()
+		inW.Close()
+		<-done
+		outR.Close()
+	}
+	return &sdk.IOTransport{Reader: outR, Writer: inW, MaxLineLength: maxResultBytes}, stop, nil
+}
+
+// workspace makes a fresh folder the sandbox uid can reach, holding srv's
+// files, executable.
+func (k *Sink) workspace(srv *Server) (string, error) {
+	root := filepath.Join(os.TempDir(), "gatehouse-mcp")
+	if err := os.MkdirAll(root, 0o711); err != nil {
+		return "", err
+	}
+	if err := os.Chmod(root, 0o711); err != nil {
+		return "", err
+	}
+	ws, err := os.MkdirTemp(root, srv.Name+"-")
+	if err != nil {
+		return "", err
+	}
+	for name, host := range srv.Files {
+		data, err := os.ReadFile(host)
+		if err == nil {
+			dst := filepath.Join(ws, name)
+			if err = os.MkdirAll(filepath.Dir(dst), 0o755); err == nil {
+				err = os.WriteFile(dst, data, 0o755)
+			}
+		}
+		if err != nil {
+			os.RemoveAll(ws)
+			return "", fmt.Errorf("MCP server %s: file %s: %w", srv.Name, name, err)
+		}
+	}
+	return ws, nil
+}
+
+func orInt(v, def int) int {
+	if v > 0 {
+		return v
+	}
+	return def
+}
+
+func orInt64(v, def int64) int64 {
+	if v > 0 {
+		return v
+	}
+	return def
+}
+
+// ErrUnavailable: the upstream server cannot be reached or started.
+var ErrUnavailable = errors.New("mcp server unavailable")
+
+// sessionFor returns the live session of key, connecting one when there is
+// none (cred is looked up by the caller, after the decision).
+func (k *Sink) sessionFor(ctx context.Context, key sessionKey, srv *Server, cred provider.Credential) (*session, error) {
+	k.mu.Lock()
+	s, ok := k.sessions[key]
+	k.mu.Unlock()
+	if ok {
+		s.mu.Lock()
+		s.used = k.now()
+		s.mu.Unlock()
+		return s, nil
+	}
+	s, err := k.connect(ctx, srv, cred)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrUnavailable, err)
+	}
+	k.mu.Lock()
+	if old, ok := k.sessions[key]; ok { // another call connected first
+		k.mu.Unlock()
+		s.stop()
+		return old, nil
+	}
+	k.sessions[key] = s
+	k.mu.Unlock()
+	if listed, err := s.tools(); err == nil {
+		k.observe(srv.Name, listed)
+	}
+	return s, nil
+}
+
+// drop ends key's session (after it failed), so the next call connects
+// again.
+func (k *Sink) drop(key sessionKey, s *session) {
+	k.mu.Lock()
+	if k.sessions[key] == s {
+		delete(k.sessions, key)
+	}
+	k.mu.Unlock()
+	s.stop()
+}
+
+// janitor ends sessions idle for longer than the idle time.
+func (k *Sink) janitor(ctx context.Context) {
+	t := time.NewTicker(k.idle / 4)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		now := k.now()
+		k.mu.Lock()
+		var idle []*session
+		for key, s := range k.sessions {
+			s.mu.Lock()
+			if now.Sub(s.used) > k.idle {
+				idle = append(idle, s)
+				delete(k.sessions, key)
+			}
+			s.mu.Unlock()
+		}
+		k.mu.Unlock()
+		for _, s := range idle {
+			s.stop()
+		}
+	}
+}

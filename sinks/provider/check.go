@@ -1,0 +1,298 @@
+package provider
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/bmatcuk/doublestar/v4"
+
+	"github.com/gatehouse/gatehouse/grounding"
+	"github.com/gatehouse/gatehouse/policy"
+)
+
+// LoadGrounding reads the grounding rules file at path and checks it
+// against cat (grounding.Rules.Resolve): every rule's match must fit
+// operations cat declares and every read must be a GET some integration
+// declares. cat is the sink's GroundingCatalogue (a *Catalogue, or one
+// WithToolServers made). It is the one loader serve, its reloads and
+// gatehouse policy check use. The error names the file and every problem;
+// serve then runs with grounding.Unreadable(path, err), which refuses
+// every provider call.
+func LoadGrounding(path string, cat grounding.Catalogue) (*grounding.Rules, error) {
+	r, err := grounding.Load(path)
+	if err != nil {
+		return nil, err
+	}
+	return r.Resolve(cat)
+}
+
+// Catalogue returns the catalogue the sink calls providers from.
+func (s *Sink) Catalogue() *Catalogue { return s.cat }
+
+// GroundingCatalogue returns what the sink checks grounding rules
+// against: its catalogue and the tool servers of Config.ToolServers.
+func (s *Sink) GroundingCatalogue() grounding.Catalogue { return s.gcat }
+
+// ToolCallTemplate is the path an upstream MCP tool call stands as in
+// grounding rules: a POST of its arguments to /tools/<tool> on provider
+// <server> (see sinks/mcp).
+const ToolCallTemplate = "/tools/{tool}"
+
+// WithToolServers returns c for grounding rules, with each named upstream
+// MCP server as a provider whose one operation is POST /tools/{tool}, the
+// form the mcp sink grounds a tool call in; a provider of c keeps its name
+// when a server has the same one.
+func (c *Catalogue) WithToolServers(servers ...string) grounding.Catalogue {
+	if len(servers) == 0 {
+		return c
+	}
+	g := toolServers{cat: c, servers: map[string]bool{}}
+	for _, n := range servers {
+		g.servers[n] = true
+	}
+	return g
+}
+
+type toolServers struct {
+	cat     *Catalogue
+	servers map[string]bool
+}
+
+func (g toolServers) Operations(p string) ([]grounding.Operation, bool) {
+	if ops, ok := g.cat.Operations(p); ok {
+		return ops, true
+	}
+	if g.servers[p] {
+		return []grounding.Operation{{Integration: p + " (MCP server)", Method: "POST", Template: ToolCallTemplate}}, true
+	}
+	return nil, false
+}
+
+func (g toolServers) BasePath(p string) string { return g.cat.BasePath(p) }
+
+// PolicyProblem is one reason a rule of a policy file does not fit the
+// catalogue (gatehouse policy check).
+type PolicyProblem struct {
+	Section string // rules, effects, scopes.require, approvals
+	Index   int
+	Rule    string // the rule's name (a scope for scopes.require)
+	Part    string // match.provider, match.atom, match.host, match
+	Problem string
+	Fix     string
+}
+
+func (p PolicyProblem) String() string {
+	s := fmt.Sprintf("%s[%d] %q %s: %s", p.Section, p.Index, p.Rule, p.Part, p.Problem)
+	if p.Fix != "" {
+		s += "; fix: " + p.Fix
+	}
+	return s
+}
+
+// CheckPolicy cross-checks the rules of pol that are about provider calls
+// against the catalogue:
+//
+//   - every provider, atom and host a rule names must be in the catalogue
+//     (a name that is not is a typo that silently matches nothing);
+//   - every approvals and scopes.require rule must fit some operation the
+//     catalogue declares, with its provider, atom, method and path together.
+//     A mutating call must be a declared operation of its integration, so
+//     an approvals rule that fits none gates nothing such a call reaches;
+//     paths are matched as sent (the base_url's path included), and the
+//     fix says what to write when a path was written relative to it.
+//
+// Deny rules (rules:, effects:) may name undeclared paths on purpose, so
+// only their names are checked.
+func (c *Catalogue) CheckPolicy(pol *policy.Policy) []PolicyProblem {
+	var out []PolicyProblem
+	for _, m := range pol.Matches() {
+		if !m.SendsToProvider || !m.MayReachProviderCall {
+			continue
+		}
+		prob := func(part, format string, args ...any) *PolicyProblem {
+			out = append(out, PolicyProblem{Section: m.Section, Index: m.Index, Rule: m.Name, Part: part, Problem: fmt.Sprintf(format, args...)})
+			return &out[len(out)-1]
+		}
+		named := true
+		for _, p := range m.Provider {
+			if _, ok := c.providers[p]; !ok {
+				prob("match.provider", "provider %q is not in the provider catalogue %s", p, c.name()).Fix = "name a provider the catalogue lists: " + strings.Join(c.providerNames(), ", ")
+				named = false
+			}
+		}
+		for _, a := range m.Atom {
+			in, ok := c.integrations[a]
+			switch {
+			case !ok:
+				prob("match.atom", "integration %q is not in the provider catalogue %s", a, c.name()).Fix = "name an integration the catalogue lists"
+				named = false
+			case m.Provider != nil && !contains(m.Provider, in.Provider):
+				prob("match.atom", "integration %q calls provider %s, which the match does not name", a, in.Provider).Fix = "name its provider, or another integration"
+				named = false
+			}
+		}
+		for _, h := range m.Host {
+			if !c.hasHost(h) {
+				prob("match.host", "no provider of the catalogue has host %q", h).Fix = "match the host of a provider's base_url, as host[:port]"
+				named = false
+			}
+		}
+		if !named || (m.Section != "approvals" && m.Section != "scopes.require") {
+			continue
+		}
+		if c.anyOperation(m, func(_ *Provider, _ *Integration, op policy.Operation) bool { return true }) {
+			continue
+		}
+		p := prob("match", "the match fits no operation the catalogue declares, so it reaches no call made through an integration (paths are matched as sent)")
+		p.Fix = c.policyFix(m)
+	}
+	return out
+}
+
+func contains(list []string, s string) bool {
+	for _, v := range list {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}
+
+func (c *Catalogue) providerNames() []string {
+	out := make([]string, len(c.Providers))
+	for i := range c.Providers {
+		out[i] = c.Providers[i].Name
+	}
+	return out
+}
+
+func (c *Catalogue) hasHost(h string) bool {
+	for i := range c.Providers {
+		p := &c.Providers[i]
+		if strings.EqualFold((&Canonical{Scheme: p.scheme, Host: p.host, Port: p.port}).Authority(), h) {
+			return true
+		}
+	}
+	return false
+}
+
+// anyOperation reports whether some declared operation fits the match m
+// and f.
+func (c *Catalogue) anyOperation(m policy.RuleMatch, f func(*Provider, *Integration, policy.Operation) bool) bool {
+	for i := range c.Integrations {
+		in := &c.Integrations[i]
+		p := c.providers[in.Provider]
+		if in.contract == nil || m.Provider != nil && !contains(m.Provider, p.Name) || m.Atom != nil && !contains(m.Atom, in.Name) ||
+			m.Effect != nil && !contains(m.Effect, string(in.Effect)) {
+			continue
+		}
+		if m.Host != nil && !c.hostOf(p, m.Host) {
+			continue
+		}
+		for _, op := range in.contract.Operations {
+			if m.Method != nil && !contains(m.Method, op.Method) {
+				continue
+			}
+			if m.Path != nil && !globsMayMatch(m.Path, op.Template) {
+				continue
+			}
+			if f(p, in, op) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func (c *Catalogue) hostOf(p *Provider, hosts []string) bool {
+	a := (&Canonical{Scheme: p.scheme, Host: p.host, Port: p.port}).Authority()
+	for _, h := range hosts {
+		if strings.EqualFold(h, a) {
+			return true
+		}
+	}
+	return false
+}
+
+// policyFix suggests what to write for a match that fits no operation.
+func (c *Catalogue) policyFix(m policy.RuleMatch) string {
+	if m.Path != nil {
+		for i := range c.Providers {
+			p := &c.Providers[i]
+			if p.basePath == "" || m.Provider != nil && !contains(m.Provider, p.Name) {
+				continue
+			}
+			rel := make([]string, 0, len(m.Path))
+			for _, g := range m.Path {
+				if !strings.HasPrefix(g, p.basePath+"/") {
+					rel = append(rel, p.basePath+g)
+				}
+			}
+			if len(rel) == 0 {
+				continue
+			}
+			mm := m
+			mm.Path = rel
+			if c.anyOperation(mm, func(*Provider, *Integration, policy.Operation) bool { return true }) {
+				return fmt.Sprintf("provider %s's base_url has the path %s and paths are matched as sent: write %s", p.Name, p.basePath, strings.Join(rel, ", "))
+			}
+		}
+	}
+	var ops []string
+	mm := m
+	mm.Method, mm.Path = nil, nil
+	c.anyOperation(mm, func(_ *Provider, in *Integration, op policy.Operation) bool {
+		ops = append(ops, in.Name+" "+op.Method+" "+op.Template)
+		return len(ops) >= 5
+	})
+	if len(ops) == 0 {
+		return "declare the operation in the catalogue, or correct the match"
+	}
+	return "match an operation the catalogue declares (" + strings.Join(ops, "; ") + ")"
+}
+
+// globsMayMatch reports whether some path the template stands for matches
+// one of the doublestar globs; a "{name}" template segment stands for any
+// one non-empty segment.
+func globsMayMatch(globs []string, tmpl string) bool {
+	ts := strings.Split(strings.TrimPrefix(tmpl, "/"), "/")
+	for _, g := range globs {
+		if !strings.HasPrefix(g, "/") {
+			if ok, _ := doublestar.Match(g, tmpl); ok {
+				return true
+			}
+			continue
+		}
+		if segsMayMatch(strings.Split(g[1:], "/"), ts) {
+			return true
+		}
+	}
+	return false
+}
+
+func segsMayMatch(pat, segs []string) bool {
+	for len(pat) > 0 {
+		if pat[0] == "**" {
+			for i := 0; i <= len(segs); i++ {
+				if segsMayMatch(pat[1:], segs[i:]) {
+					return true
+				}
+			}
+			return false
+		}
+		if len(segs) == 0 {
+			return false
+		}
+		if isPlaceholder(segs[0]) {
+			if pat[0] == "" {
+				return false
+			}
+		} else if ok, _ := doublestar.Match(pat[0], segs[0]); !ok {
+			return false
+		}
+		pat, segs = pat[1:], segs[1:]
+	}
+	return len(segs) == 0
+}
+
+func isPlaceholder(seg string) bool { return len(seg) >= 2 && seg[0] == '{' && seg[len(seg)-1] == '}' }
