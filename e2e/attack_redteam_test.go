@@ -238,7 +238,7 @@ func TestRedteamClosedRunJournalStaysIntact(t *testing.T) {
 // after the other (a range's uids come round again; --sandbox-uid N gives
 // every run the same one) share nothing: what one leaves in /tmp, /var/tmp,
 // /dev/shm or System V shared memory, the next cannot read, and none of it
-// is left on the host.
+// is left on the host once the first run ended.
 func TestRedteamHostCommandsShareNoTemp(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("host commands switch uids only when serve is root")

@@ -2,7 +2,6 @@ package sandbox
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -246,9 +245,6 @@ func helperPlain(h helperFailure, hc *helperConfig) {
 		if err := ownProc(); err != nil {
 			h.fail("%v", err)
 		}
-		if err := ownTemp(hc.Dir, hc.Root, hc.TmpSize); err != nil {
-			h.fail("%v", err)
-		}
 	}
 	if err := os.Chdir(hc.Dir); err != nil {
 		h.fail("chdir: %v", err)
@@ -283,79 +279,6 @@ func ownProc() error {
 	}
 	if err := unix.Mount("proc", "/proc", "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
 		return fmt.Errorf("mount /proc: %w", err)
-	}
-	return nil
-}
-
-// tempDirs are the host's folders every user may write, which a program of the host would share with every
-// later run that holds the same uid (a range's uids come round again; --sandbox-uid N gives every run one uid).
-var tempDirs = []string{"/tmp", "/var/tmp", "/dev/shm"}
-
-// ownTemp mounts, in this (fresh, private) mount namespace, an empty tmpfs of size bytes (mode 1777, nosuid,
-// nodev) over each of tempDirs that exists, so what the program leaves there goes with its namespace, and it
-// finds nothing an earlier run of its uid left. The work root (root, by default /tmp/gatehouse-sandbox, which
-// only this process's user may write), or the working folder dir when it lies outside it, is bound back at the
-// same path when it lies under one of them: the program sees the host's view of it, as before, and nothing
-// else of the host's temporary folders.
-func ownTemp(dir, root string, size int64) error {
-	if size <= 0 {
-		size = 64 << 20
-	}
-	keep := dir
-	if root != "" {
-		if rel, err := filepath.Rel(root, dir); err == nil && rel != ".." && !strings.HasPrefix(rel, "../") {
-			keep = root
-		}
-	}
-	if real, err := filepath.EvalSymlinks(keep); err == nil {
-		keep = real
-	}
-	fd, err := unix.Open(keep, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return fmt.Errorf("open %s: %w", keep, err)
-	}
-	defer unix.Close(fd)
-	bound := false
-	covered := map[string]bool{}
-	for _, t := range tempDirs {
-		t, err := filepath.EvalSymlinks(t) // /var/tmp may be /tmp: one tmpfs, not one hiding the other
-		if err != nil || covered[t] {
-			continue
-		}
-		if fi, err := os.Stat(t); err != nil || !fi.IsDir() {
-			continue
-		}
-		covered[t] = true
-		if err := unix.Mount("tmpfs", t, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, fmt.Sprintf("size=%d,mode=1777", size)); err != nil {
-			return fmt.Errorf("a private %s: %w", t, err)
-		}
-		rel, err := filepath.Rel(t, keep)
-		if bound || err != nil || rel == "." || rel == ".." || strings.HasPrefix(rel, "../") {
-			continue
-		}
-		if err := mkdirOpen(t, rel); err != nil {
-			return fmt.Errorf("%s in the private %s: %w", keep, t, err)
-		}
-		if err := unix.Mount(fmt.Sprintf("/proc/self/fd/%d", fd), keep, "", unix.MS_BIND, ""); err != nil {
-			return fmt.Errorf("bind %s back: %w", keep, err)
-		}
-		bound = true
-	}
-	return nil
-}
-
-// mkdirOpen makes the folders of rel under base, each 0755 whatever the umask (the program must pass through
-// them to its working folder; a fresh tmpfs holds nothing else).
-func mkdirOpen(base, rel string) error {
-	p := base
-	for _, part := range strings.Split(rel, string(filepath.Separator)) {
-		p = filepath.Join(p, part)
-		if err := os.Mkdir(p, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
-			return err
-		}
-		if err := os.Chmod(p, 0o755); err != nil {
-			return err
-		}
 	}
 	return nil
 }

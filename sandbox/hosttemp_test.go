@@ -12,11 +12,11 @@ import (
 )
 
 // TestRunHostOwnTemp: two host commands that hold the same uid one after
-// the other (here every run has sharedUID) share no temporary folder and no
-// System V IPC: what the first leaves in /tmp, /var/tmp and /dev/shm is not
-// there for the second, nor on the host, and its working folder is where
-// it was.
-func TestRunHostOwnTemp(t *testing.T) {
+// the other (here every run has sharedUID) share nothing through the host's
+// temporary folders or System V IPC: what the first leaves in /tmp,
+// /var/tmp and /dev/shm is removed when it ends, so the second finds
+// nothing, and its shared memory went with its IPC namespace.
+func TestRunHostLeavesNothingInTemp(t *testing.T) {
 	cfg := testConfig(sandbox.TierUnconfined)
 	cfg.UID, cfg.UIDs = sharedUID, 1
 	sb, rep := sandbox.Detect(context.Background(), cfg)

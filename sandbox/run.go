@@ -31,8 +31,7 @@ type helperConfig struct {
 	Mode    string   `json:"mode"`
 	Argv    []string `json:"argv"`
 	Env     []string `json:"env"`
-	Dir     string   `json:"dir"`                 // host workspace
-	Root    string   `json:"work_root,omitempty"` // the work root fresh workspaces are made in
+	Dir     string   `json:"dir"` // host workspace
 	UID     int      `json:"uid"`
 	GID     int      `json:"gid"`
 	Drop    bool     `json:"drop"`    // switch to UID/GID (root only; else the program keeps this process's ids)
@@ -129,7 +128,7 @@ func (s *Sandbox) run(ctx context.Context, spec Spec, mode string, tier Tier, co
 		}()
 	}
 	hc := helperConfig{
-		Mode: mode, Argv: spec.Argv, Env: spec.Env, Dir: ws, Root: s.cfg.WorkRoot, UID: ls.uid, GID: ls.gid, Drop: drop, OwnPID: ownPID,
+		Mode: mode, Argv: spec.Argv, Env: spec.Env, Dir: ws, UID: ls.uid, GID: ls.gid, Drop: drop, OwnPID: ownPID,
 		Rlimits: rlimitsFor(lim, s.cg == "" && ls.uid != 0), TmpSize: lim.TmpSize, Bwrap: s.cfg.Bwrap,
 		Gateway: spec.Gateway != nil,
 	}
