@@ -139,6 +139,18 @@
 //	                    whole (approvals bind them, grounding checks them);
 //	                    credential: the person's, after the decision
 //
+// Origin is the identity's in a sub-run too: a model agent may delegate to
+// an agent the deployment declared shipped (cards' allowed_delegations
+// limit to whom; empty is anyone), and that agent then proposes as shipped
+// on a task the model wrote. Declare an origin only for an agent that does
+// not act on what its peers' messages ask, or list the recipients each
+// model agent may delegate to.
+//
+// An agent's peer.next (PeerNextRequest: wait_ms alone) names nothing: the
+// queue read is the subject's identity's own (a named agent; the shared
+// credential has none, NOT_RUN_AGENT), and a message's sender and run are
+// the sending run's record.
+//
 // The agent's tools requests (gatehouse.v1.agent.<id>.tools.list and
 // .tools.wait, tools.go) decide and record nothing; their run must be the
 // caller's own (RunAgent, else NOT_RUN_AGENT, not recorded since nothing
@@ -146,7 +158,15 @@
 // run (else APPROVAL_NOT_FOUND, whether or not it exists elsewhere).
 //
 // For applications the same holds: who opens and closes work is the
-// subject's application identity. A run records it (Run.App): only that
+// subject's application identity. What an application's requests carry is
+// its word, which is the point of an application: OpenWork's tenant,
+// person, mandate, scopes, input and agent (a name, checked only for form:
+// work may be opened for an agent not yet registered, and whoever is later
+// registered under that name acts in it), bounded only by the tenants the
+// register binds it to; CloseWork's run must be one it opened; approval
+// list, get and decide (unbound applications only) read across tenants,
+// and a decision takes effect only as an assertion signed with the
+// deployment's approval key. A run records it (Run.App): only that
 // application may close the run (NOT_RUN_APPLICATION) and read its outputs
 // (its own output subjects); an application the register binds to tenants
 // opens work only for them (TENANT_NOT_ALLOWED) and may not use the
