@@ -293,3 +293,65 @@ ipcmk -M 4096 -p 0644 >/dev/null && echo shm`, mark))
 		}
 	}
 }
+
+// An agent's MCP bearer token is a credential of that agent identity like
+// its nkey seed: rotating the agent makes a new one (a leaked token stops
+// working, the new one works at once), and removing the agent removes it,
+// so a name registered again later is not reached with a token of the one
+// removed.
+func TestRedteamMCPTokenFollowsTheAgent(t *testing.T) {
+	data := t.TempDir()
+	if r := gh(t, "agents", "add", "carol", "--data-dir", data); r.code != 0 {
+		t.Fatalf("agents add: %+v", r)
+	}
+	tok := gh(t, "mcp", "token", "carol", "--data-dir", data)
+	if tok.code != 0 {
+		t.Fatalf("mcp token: %+v", tok)
+	}
+	first := strings.TrimSpace(tok.stdout)
+	pol := filepath.Join(data, "cards.yaml")
+	must(t, os.WriteFile(pol, []byte("agents:\n  - name: carol\n"), 0o600))
+	s := serve(t, data, "--mode", "strict", "--policy", pol, "--mcp-http", "127.0.0.1:0")
+	run := strings.TrimSpace(gh(t, "work", "open", "--data-dir", data, "--tenant", "acme", "--person", "ada", "--agent", "carol").stdout)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	opens := func(token string) bool {
+		sess, err := httpSession(ctx, s.ep.MCP+"?run="+run, token)
+		if err != nil {
+			return false
+		}
+		defer sess.Close()
+		_, err = sess.ListTools(ctx, nil)
+		return err == nil
+	}
+	if !opens(first) {
+		t.Fatal("carol's token opens no session")
+	}
+	if r := gh(t, "agents", "rotate", "carol", "--data-dir", data); r.code != 0 {
+		t.Fatalf("agents rotate: %+v", r)
+	}
+	a := &identityAttack{t: t, s: s, nats: filepath.Join(data, "nats")}
+	a.waitAgent(t, "carol")
+	if opens(first) {
+		t.Error("carol's token from before the rotation still opens a session")
+	}
+	second := agentToken(t, data, "carol")
+	if second == first || !opens(second) {
+		t.Fatalf("the token after the rotation (changed %v) opens no session\n%s", second != first, s.out)
+	}
+	if r := gh(t, "agents", "remove", "carol", "--data-dir", data); r.code != 0 {
+		t.Fatalf("agents remove: %+v", r)
+	}
+	if _, err := os.Stat(filepath.Join(data, "mcp", "tokens", "carol.token")); !os.IsNotExist(err) {
+		t.Errorf("the removed agent's MCP token is still there: %v", err)
+	}
+	if r := gh(t, "agents", "add", "carol", "--data-dir", data); r.code != 0 {
+		t.Fatalf("agents add again: %+v", r)
+	}
+	a.waitAgent(t, "carol")
+	for _, old := range []string{first, second} {
+		if opens(old) {
+			t.Error("a token of the removed carol opens a session as the carol registered after")
+		}
+	}
+}
