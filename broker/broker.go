@@ -44,6 +44,9 @@ type Proposal struct {
 	// Citations are the records a grounding check relied on (provider
 	// calls); they are recorded with the decision.
 	Citations []journal.Citation
+	// Contract is a code effect's program contract, recorded with the
+	// decision.
+	Contract *journal.ProgramContract
 	// State is the sink's own decoded request, handed back to Perform.
 	State any
 }
@@ -430,7 +433,7 @@ func decisionData(run *Run, pol *policy.Policy, p *Proposal, d policy.Decision) 
 		PolicyDigest: pol.Digest(), Mode: d.Mode,
 		Sink: e.Sink, Action: e.Action, Origin: e.Origin, Tool: e.Tool, Target: e.Target, Confined: e.Confined,
 		Provider: e.Provider, Method: e.Method, Host: e.Host, Path: e.Path, PageHost: e.PageHost, Atom: e.Atom, Declared: e.Declared, Verified: d.Verified,
-		Size: p.Size, Digest: p.Digest, Citations: p.Citations,
+		Size: p.Size, Digest: p.Digest, Citations: p.Citations, Contract: p.Contract,
 		Outcome: outcomeOf(d.Verdict), Refusal: d.Refusal, Rule: d.Rule, Enforced: d.Enforced, Allowed: d.Allowed, Reasons: d.Reasons,
 	}
 }

@@ -251,6 +251,17 @@ const (
 	MemoryBucket = "gatehouse_memory"
 )
 
+// Buckets of the code sink's registry of stored integrations.
+const (
+	// IntegrationsBucket is the JetStream KV bucket holding each stored
+	// integration's entry (program, declared effect, source digest,
+	// contract), keyed by its name.
+	IntegrationsBucket = "gatehouse_integrations"
+	// IntegrationCodeBucket is the JetStream Object Store holding stored
+	// integrations' sources, named by their SHA-256.
+	IntegrationCodeBucket = "gatehouse_integration_code"
+)
+
 // Peer messages (the peer sink). Every message to an agent, whatever its
 // kind, is published on that agent's own subject, so an agent reads one
 // place and NATS permissions can keep agents apart by subject:

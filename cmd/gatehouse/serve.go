@@ -30,7 +30,6 @@ import (
 	"github.com/gatehouse/gatehouse/policy"
 	"github.com/gatehouse/gatehouse/sandbox"
 	"github.com/gatehouse/gatehouse/sinks/artifact"
-	"github.com/gatehouse/gatehouse/sinks/code"
 	"github.com/gatehouse/gatehouse/sinks/memory"
 	"github.com/gatehouse/gatehouse/sinks/output"
 	"github.com/gatehouse/gatehouse/sinks/peer"
@@ -496,7 +495,10 @@ func openSinks(ctx context.Context, js jetstream.JetStream, c *serveConfig, sb *
 	s.sinks = append(s.sinks, artifact.New(art, artifact.Config{}))
 
 	sameUID := sameUIDAllowed(c.mode)
-	codeSink := code.New(sb, code.Config{AllowSameUID: sameUID})
+	codeSink, err := openCode(ctx, js, c, sb, log, s, sameUID)
+	if err != nil {
+		return s, err
+	}
 	// Chromium starts on the first goto; screenshots go to the artifact
 	// store, under the names the artifact sink's get reads.
 	pool := browser.New(browser.Config{Logger: log, Artifacts: art,
