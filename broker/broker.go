@@ -306,7 +306,7 @@ func (b *Broker) propose(ctx context.Context, from Caller, sinkName policy.Sink,
 	if err := b.checkLineage(ctx, run); err != nil {
 		return errorReply(req.Run, err)
 	}
-	if rep := b.claimRequest(ctx, slot, run.ID, req); rep != nil {
+	if rep := b.claimRequest(ctx, slot, run.ID, sinkName, req); rep != nil {
 		return rep // decided before (or being decided) under its request_id
 	}
 	prop, err := sink.Describe(ctx, run, req)

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -183,7 +184,7 @@ func cmdServe(ctx context.Context, env *cliEnv, args []string) error {
 		defer ns.Shutdown()
 		ids.ns = ns
 		if nc, err = ns.Connect(embedded.RoleBroker); err == nil {
-			rc, err = ns.Connect(embedded.RoleReplies)
+			rc, err = ns.Connect(embedded.RoleReplies, repliesErrors(log))
 		}
 	} else {
 		replies := c.natsReplies
@@ -191,7 +192,7 @@ func cmdServe(ctx context.Context, env *cliEnv, args []string) error {
 			replies = c.natsCreds
 		}
 		if nc, err = connectNATS(c.natsURL, c.natsCreds, "gatehouse-serve"); err == nil {
-			rc, err = connectNATS(c.natsURL, replies, "gatehouse-replies")
+			rc, err = connectNATS(c.natsURL, replies, "gatehouse-replies", repliesErrors(log))
 		}
 	}
 	if err != nil {
@@ -706,6 +707,20 @@ func connectNATS(url, creds, name string, extra ...nats.Option) (*nats.Conn, err
 		opts = append(opts, o)
 	}
 	return nats.Connect(url, opts...)
+}
+
+// repliesErrors logs the asynchronous errors of the connection the broker
+// answers on, instead of printing them: the server's refusal of the start
+// probe (broker.ProbeReplies) is expected; any other permissions violation
+// is a reply the server kept from leaving the inbox spaces.
+func repliesErrors(log *slog.Logger) nats.Option {
+	return nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+		if errors.Is(err, nats.ErrPermissionViolation) && strings.Contains(err.Error(), subject.ProbeSubject) {
+			log.Debug("replies connection: the start probe was refused, as it must be", "err", err)
+			return
+		}
+		log.Error("replies connection", "err", err)
+	})
 }
 
 // endpoints is written to DATA_DIR/endpoints.json while serve runs, so the
