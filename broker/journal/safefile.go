@@ -90,6 +90,9 @@ const (
 	MaxProofsBytes = 1 << 30
 	// MaxManifestBytes bounds an export's export.json.
 	MaxManifestBytes = 64 << 20
+	// maxWALSegmentRead bounds one segment of the writer's log as verify
+	// reads it; the writer starts a new segment long before.
+	maxWALSegmentRead = 1 << 30
 )
 
 // oversizeTail is the detail of a file that ends in more unterminated

@@ -74,6 +74,15 @@ func (c *serveConfig) validate(env *cliEnv) error {
 			return usageError("--approval-key: %v", err)
 		}
 	}
+	switch c.journalDurability {
+	case durabilityAuto, durabilityStream:
+	case durabilityFsync:
+		if c.noWriter {
+			return usageError("--journal-durability fsync needs the journal writer in this process (drop --no-writer)")
+		}
+	default:
+		return usageError("--journal-durability must be auto, fsync or stream, not %q", c.journalDurability)
+	}
 	if c.approvals.claimTimeout <= 0 {
 		return usageError("--approval-claim-timeout must be positive")
 	}
