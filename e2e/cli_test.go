@@ -284,6 +284,13 @@ func TestEffectsKeysAndApprovalsAsTheREADMEShows(t *testing.T) {
 	// Held: exit 3 and the approval id; the backend approves from the CLI
 	// with the key keygen wrote; the same effect then runs.
 	want(t, gh(t, as("approve", "list")...), 0, "no approval requests")
+	if r := gh(t, as("approve", "list", "--json")...); r.code != 0 || r.stdout != `{"requests":[]}`+"\n" {
+		t.Fatalf("approve list --json on an empty queue: %d %q", r.code, r.stdout)
+	}
+	if r := gh(t, as("mcp", "upstream", "list", "--json")...); r.code != 0 || r.stdout != "[]\n" {
+		t.Fatalf("mcp upstream list --json with none pinned: %d %q", r.code, r.stdout)
+	}
+	want(t, gh(t, as("mcp", "upstream", "list")...), 0, "no upstream MCP server pinned")
 	held := gh(t, as("effect", "output", "--run", run, "--status", "payout-1", "--result", "1")...)
 	want(t, held, 3, "held for approval ap_")
 	id := regexp.MustCompile(`held for approval (ap_[^:\s]+)`).FindStringSubmatch(held.stdout)[1]
@@ -341,6 +348,19 @@ func TestReportModeReviewReplayBenchAndBadInput(t *testing.T) {
 	as := func(args ...string) []string { return append(args, "--data-dir", data) }
 	run := strings.TrimSpace(gh(t, as("work", "open", "--tenant", "acme", "--person", "ada")...).stdout)
 	want(t, gh(t, as("effect", "output", "--run", run, "--result", "1")...), 0, "allowed (report mode)")
+	// No signing key: POST /checkpoint says why there are no checkpoints,
+	// and so does the checkpoint command that would send people there.
+	resp, err := http.Post(s.ep.HTTP+"/checkpoint", "text/plain", nil)
+	must(t, err)
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNotFound || !strings.Contains(string(body), "signs no checkpoints") || !strings.Contains(string(body), "--signing-key-file") {
+		t.Fatalf("POST /checkpoint without a signing key: %d %s", resp.StatusCode, body)
+	}
+	keys := t.TempDir()
+	want(t, gh(t, "keygen", "--out", filepath.Join(keys, "log.key"), "--log-origin", "e2e.example/report"), 0)
+	want(t, gh(t, "checkpoint", "--data-dir", data, "--signing-key-file", filepath.Join(keys, "log.key"), "--log-origin", "e2e.example/report"), 1,
+		"writes this journal without a signing key", "restart it with --signing-key-file")
 	want(t, gh(t, as("effect", "process", "--run", run, "--params", `{"argv": ["/usr/bin/true"]}`)...), 0, "unconfined-execution", "exit code 0")
 	b := gh(t, as("bench", "--agents", "2", "--requests", "3", "--tenant", "benchclose", "--json")...)
 	want(t, b, 0)
@@ -394,8 +414,6 @@ func TestReportModeReviewReplayBenchAndBadInput(t *testing.T) {
 	}
 
 	// A hostile folder: verify answers at once, whatever it holds.
-	keys := t.TempDir()
-	want(t, gh(t, "keygen", "--out", filepath.Join(keys, "log.key"), "--log-origin", "e2e.example/report"), 0)
 	want(t, gh(t, "checkpoint", "--journal-dir", jdir, "--signing-key-file", filepath.Join(keys, "log.key"), "--log-origin", "e2e.example/report"), 0)
 	logPub := filepath.Join(keys, "log.pub")
 	export := filepath.Join(t.TempDir(), "ev")

@@ -76,7 +76,11 @@ func cmdApprove(ctx context.Context, env *cliEnv, args []string) error {
 		return c.Approval(ctx, op, in)
 	}
 	show := func(rep *broker.ApprovalReply) error {
-		if cf.json {
+		if cf.json && sub == "list" && rep.Error == nil {
+			// A list is {"requests": [...]} even when empty, so
+			// jq '.requests[]' reads every answer.
+			_ = printJSON(env, approvalList{Requests: append([]approval.Request{}, rep.Requests...)})
+		} else if cf.json {
 			_ = printJSON(env, rep)
 		} else {
 			for _, r := range append(rep.Requests, derefReq(rep.Request)...) {
@@ -156,6 +160,11 @@ func cmdApprove(ctx context.Context, env *cliEnv, args []string) error {
 		return show(rep)
 	}
 	return unknownSubcommand("approve", sub, "list", "show", "approve", "refuse", "reconcile")
+}
+
+// approvalList is what approve list --json prints.
+type approvalList struct {
+	Requests []approval.Request `json:"requests"`
 }
 
 func derefReq(r *approval.Request) []approval.Request {

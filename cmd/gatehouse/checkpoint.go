@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -151,6 +152,10 @@ func cmdCheckpoint(ctx context.Context, env *cliEnv, args []string) error {
 		addr := "http://ADDR"
 		if ep, eerr := readEndpoints(dataDir); eerr == nil && ep.HTTP != "" {
 			addr = ep.HTTP
+			if !signsCheckpoints(ctx, addr) {
+				return &exitError{code: exitFindings, err: fmt.Errorf("%w: the 'gatehouse serve' at %s writes this journal without a signing key, so it signs no checkpoints: "+
+					"restart it with --signing-key-file (it then signs one every --checkpoint-interval and on curl -X POST %s/checkpoint), or stop it and run this again", err, addr, addr)}
+			}
 		}
 		return &exitError{code: exitFindings, err: fmt.Errorf("%w: a writer is running; ask it to sign one: curl -X POST %s/checkpoint "+
 			"(once the dashboard has users, as an operator signed in there, or GET /checkpoint?fresh=1 in the browser)", err, addr)}
@@ -369,4 +374,23 @@ func (c *checkpointFollower) run(ctx context.Context) {
 			}
 		}
 	}
+}
+
+// signsCheckpoints reports whether the Gatehouse at base (its web address)
+// serves checkpoints: false only when it says it signs none (404 on
+// /checkpoint/key); anything else, unreachable included, counts as yes,
+// so the advice to ask it stays as it was.
+func signsCheckpoints(ctx context.Context, base string) bool {
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/checkpoint/key", nil)
+	if err != nil {
+		return true
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return true
+	}
+	resp.Body.Close()
+	return resp.StatusCode != http.StatusNotFound
 }

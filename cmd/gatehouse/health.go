@@ -92,10 +92,11 @@ func (h *healthServer) Shutdown() {
 
 // installWriterHealth serves the writer's health, readiness (connected to
 // NATS, the journal writable), metrics (registerWriterMetrics and the Go
-// runtime's) and, with a signing key, the checkpoint endpoints of
+// runtime's) and the checkpoint endpoints of
 // web.Integrity: /checkpoint (GET; POST signs one now and has the
 // witnesses cosign it), /checkpoint/key, /checkpoint/proof and
-// /.well-known/did.json.
+// /.well-known/did.json, which without a signing key answer 404 saying
+// so.
 func installWriterHealth(h *healthServer, nc *nats.Conn, js jetstream.JetStream, w *writerLoop, in *web.Integrity) {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -107,11 +108,9 @@ func installWriterHealth(h *healthServer, nc *nats.Conn, js jetstream.JetStream,
 		}
 		return w.Ready()
 	}
-	var extra http.Handler
-	if in != nil {
-		extra = web.IntegrityHandler(in)
-	}
-	h.install(ready, reg, extra)
+	// Without a signing key the checkpoint endpoints say why there are
+	// none (web.NoCheckpoints) rather than a bare 404.
+	h.install(ready, reg, web.IntegrityHandler(in))
 }
 
 // registerWriterMetrics registers what a journal writer (standalone or in

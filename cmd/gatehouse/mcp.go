@@ -134,7 +134,7 @@ func cmdMCPUpstream(_ context.Context, env *cliEnv, args []string) error {
 			By       string    `json:"by"`
 			Changes  int       `json:"changes"`
 		}
-		var rows []row
+		rows := []row{} // [] in --json when none is pinned, not null
 		for _, e := range ents {
 			name, ok := strings.CutSuffix(e.Name(), ".json")
 			if !ok || strings.HasSuffix(name, ".listed") {
@@ -152,6 +152,9 @@ func cmdMCPUpstream(_ context.Context, env *cliEnv, args []string) error {
 		}
 		if asJSON {
 			return out(rows)
+		}
+		if len(rows) == 0 {
+			fmt.Fprintf(env.stdout, "no upstream MCP server pinned in %s (serve --mcp-servers pins a server's tools the first time it lists them)\n", pins.Dir)
 		}
 		for _, r := range rows {
 			fmt.Fprintf(env.stdout, "%-20s %3d tools  accepted %s (%s)  %d change(s) waiting\n", r.Server, r.Tools, r.Accepted.Format(time.RFC3339), r.By, r.Changes)

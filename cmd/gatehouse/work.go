@@ -240,7 +240,7 @@ func cmdEffect(ctx context.Context, env *cliEnv, args []string) error {
 	fs := newEnvFlags(env, "effect", effectUsage)
 	cf.register(fs)
 	fs.StringVar(&req.Run, "run", "", "the run id the application opened (required)")
-	fs.StringVar(&req.Action, "action", "", "the sink's action; a sink with one action (output, process, provider) needs none (gatehouse sinks lists them)")
+	fs.StringVar(&req.Action, "action", "", "the sink's action; a sink with one action (output, process, provider, mcp) needs none (gatehouse sinks lists them)")
 	fs.StringVar(&params, "params", "", "the sink's params as a JSON object")
 	fs.StringVar(&origin, "origin", "", "normally left out: Gatehouse establishes the origin (model, or what the deployment declared for --agent); naming another is refused")
 	fs.StringVar(&req.Tool, "tool", "", "normally left out: Gatehouse names the effect SINK.ACTION; naming another is refused")
