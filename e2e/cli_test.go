@@ -204,6 +204,10 @@ func TestServeFlagsFromTheEnvironment(t *testing.T) {
 		{[]string{"GATEHOUSE_AGENTS=-bad-"}, nil, "--agents"},
 		{nil, []string{"--artifact-store", "bogus"}, "--artifact-store must be objectstore, dir or redis"},
 		{nil, []string{"--approval-key", filepath.Join(keys, "wit.key")}, "this is a private key"},
+		{nil, []string{"--providers", filepath.Join(keys, "absent.yaml")}, "--providers: provider catalogue"},
+		{[]string{"GATEHOUSE_MCP_SERVERS=" + filepath.Join(keys, "wit.pub")}, nil, "--mcp-servers: mcp servers catalogue"},
+		{[]string{"GATEHOUSE_MCP_APPROVAL_WAIT=-1s"}, nil, "--mcp-approval-wait must be 0"},
+		{nil, []string{"--mcp-servers", filepath.Join(keys, "absent.yaml"), "--credentials", filepath.Join(keys, "absent.yaml")}, "--credentials: credentials file"},
 	} {
 		r := ghEnv(t, c.env, append([]string{"serve", "--data-dir", data, "--nats-port", "-1", "--http", "127.0.0.1:0"}, c.args...)...)
 		if r.code != 2 || !strings.Contains(r.stderr, c.msg) || strings.Contains(r.stderr, "self-test") {
@@ -227,6 +231,8 @@ func TestServeFlagsFromTheEnvironment(t *testing.T) {
 	// the address is taken.
 	want(t, gh(t, "serve", "--data-dir", data, "--nats-port", "-1", "--http", "127.0.0.1:0"), 2, "a Gatehouse already runs in", "pid")
 	want(t, gh(t, "serve", "--data-dir", t.TempDir(), "--nats-port", "-1", "--http", strings.TrimPrefix(s.ep.HTTP, "http://")), 2, "--http", "is taken")
+	want(t, gh(t, "serve", "--data-dir", t.TempDir(), "--nats-port", "-1", "--http", "127.0.0.1:0", "--mcp-http", strings.TrimPrefix(s.ep.HTTP, "http://")), 2, "--mcp-http", "is taken")
+	want(t, gh(t, "serve", "--data-dir", t.TempDir(), "--nats-port", "-1", "--http", "127.0.0.1:0", "--mcp-http", "8090"), 2, "--mcp-http 8090", "missing port")
 	// Metrics operators alert on are there from the start, at 0.
 	resp, err := http.Get(s.ep.HTTP + "/metrics")
 	if err != nil {

@@ -14,6 +14,8 @@ import (
 
 	"github.com/gatehouse/gatehouse/broker/content"
 	"github.com/gatehouse/gatehouse/policy"
+	mcpsink "github.com/gatehouse/gatehouse/sinks/mcp"
+	"github.com/gatehouse/gatehouse/sinks/provider"
 )
 
 // validate checks every flag value serve can check without starting
@@ -57,8 +59,30 @@ func (c *serveConfig) validate(env *cliEnv) error {
 			return usageError("--redis-url is not a redis:// or rediss:// URL") // its error would quote the password
 		}
 	}
-	if c.providers == "" && (c.grounding != "" || c.credentials != "") {
+	if c.providers == "" && (c.grounding != "" || (c.credentials != "" && c.mcp.servers == "")) {
 		return usageError("--grounding and --credentials need --providers")
+	}
+	// The catalogues and credentials are read again where they are used;
+	// one that cannot be read is a bad flag, answered before anything
+	// starts. (An unreadable --policy or --grounding is not: serve then
+	// runs and refuses what they would decide, as after a broken reload.)
+	if c.providers != "" {
+		if _, err := provider.LoadCatalogue(c.providers); err != nil {
+			return usageError("--providers: %v", err)
+		}
+	}
+	if c.credentials != "" {
+		if _, err := provider.LoadCredentials(c.credentials); err != nil {
+			return usageError("--credentials: %v", err)
+		}
+	}
+	if c.mcp.servers != "" {
+		if _, err := mcpsink.LoadCatalogue(c.mcp.servers); err != nil {
+			return usageError("--mcp-servers: %v", err)
+		}
+	}
+	if c.mcp.wait < 0 {
+		return usageError("--mcp-approval-wait must be 0 (never wait) or more")
 	}
 	if _, err := content.ParseMode(c.journalCapture); err != nil {
 		return usageError("--journal-capture: %v", err)
@@ -180,5 +204,11 @@ func (c *serveConfig) portsFree() error {
 			return err
 		}
 	}
-	return try("--http", c.httpAddr)
+	if err := try("--http", c.httpAddr); err != nil {
+		return err
+	}
+	if c.mcp.httpAddr != "" {
+		return try("--mcp-http", c.mcp.httpAddr)
+	}
+	return nil
 }
