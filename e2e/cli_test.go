@@ -401,6 +401,9 @@ func TestReportModeReviewReplayBenchAndBadInput(t *testing.T) {
 		t.Errorf("the review of a host command suggests bubblewrap:\n%s", rv.stdout)
 	}
 	snakeJSON(t, "policy review", gh(t, "policy", "review", jdir, "--json").stdout)
+	if r := gh(t, "policy", "review", filepath.Join(data, "nope")); r.code != 2 || !strings.HasPrefix(r.stderr, "gatehouse: policy review: ") || !strings.Contains(r.stderr, "is not a journal directory") {
+		t.Errorf("policy review of no journal: %d %q", r.code, r.stderr)
+	}
 	// bench closed every run it opened.
 	ents, err := os.ReadDir(filepath.Join(jdir, "runs"))
 	must(t, err)

@@ -16,8 +16,9 @@ import (
 //   - A mistake (an unknown flag, a missing argument) prints one line on
 //     stderr saying what is wrong and which --help to read, and exits 2.
 //     Help is never printed on a mistake, so stderr stays readable.
-//   - Every command that reports takes --json and prints one JSON object
-//     on one line (printJSON), with snake_case field names.
+//   - Every command that reports takes --json and prints one JSON value
+//     (an object; an array for a list) on one line (printJSON), with
+//     snake_case field names.
 //
 // The examples and exit statuses of every command are in cmdDocs
 // (helpdocs.go); a test runs every command's --help through the built

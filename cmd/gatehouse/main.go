@@ -73,33 +73,33 @@ Usage:
   gatehouse <command> [flags] [args]
 
 Commands:
-  serve     run Gatehouse: embedded NATS, broker, journal writer, web status page
-  writer    run only the journal writer against an existing NATS
-  work      open or close work on behalf of a person (an application's side)
-  effect    propose an effect for a run (an agent's side)
-  mcp       serve Gatehouse to an agent's MCP client (stdio); MCP tokens; upstream MCP servers' pinned tools
-  agents    named agents: add, rotate, remove, list (each its own NATS credential)
-  apps      named applications: add, rotate, remove, list
-  approve   list, show, approve, refuse or reconcile approval requests (a backend's side, signed)
-  verify    check a journal offline: no keys, no network
+  serve      run Gatehouse: embedded NATS, broker, journal writer, web status page
+  writer     run only the journal writer against an existing NATS
+  work       open or close work on behalf of a person (an application's side)
+  effect     propose an effect for a run (an agent's side)
+  mcp        serve Gatehouse to an agent's MCP client (stdio); MCP tokens; upstream MCP servers' pinned tools
+  agents     named agents: add, rotate, remove, list (each its own NATS credential)
+  apps       named applications: add, rotate, remove, list
+  approve    list, show, approve, refuse or reconcile approval requests (a backend's side, signed)
+  verify     check a journal: hashes, chains, signatures, checkpoints (offline but for --witness)
   checkpoint sign a checkpoint of the journal's head log now and have witnesses cosign it
-  witness   run a checkpoint witness: cosigns a log's checkpoints, refuses forks and rollbacks
-  keygen    make an Ed25519 key for journal signing or a witness
-  policy    policy review: what strict mode would refuse, with rules to copy;
-            policy check: the policy, catalogue and grounding rules checked together
-  users     dashboard users: add, passwd, remove, list
-  evidence  what agents did for a person; a tenant's evidence export; erase a person's content
-  replay    decide recorded effects again from their recorded inputs (and under a candidate policy)
-  status    show a deployment as an operator sees it: NATS servers, streams, brokers, the writer's lag
-  bench     drive many agents over NATS and report decisions/s, latency and journal lag
-  sandbox   self-test the sandbox tiers on this machine (sandbox check)
-  sinks     every sink's actions and the params each takes (sinks/REFERENCE.md)
-  contract  read the operations a Python program can send (contract read FILE)
-  version   print the version
+  witness    run a checkpoint witness: cosigns a log's checkpoints, refuses forks and rollbacks
+  keygen     make an Ed25519 key: journal signing, a witness, an approvals backend
+  policy     policy review: what strict mode would refuse, with rules to copy;
+             policy check: the policy, catalogue and grounding rules checked together
+  users      dashboard users: add, passwd, totp, remove, list
+  evidence   what agents did for a person; a tenant's evidence export; erase a person's content
+  replay     decide recorded effects again from their recorded inputs (and under a candidate policy)
+  status     show a deployment as an operator sees it: NATS servers, streams, brokers, the writer's lag
+  bench      drive many agents over NATS and report decisions/s, latency and journal lag
+  sandbox    self-test the sandbox tiers on this machine (sandbox check)
+  sinks      every sink's actions and the params each takes (sinks/REFERENCE.md)
+  contract   read the operations a Python program can send (contract read FILE)
+  version    print the version
 
 Run 'gatehouse <command> --help' (or 'gatehouse help <command>') for a
 command's flags, examples and exit statuses. Every command that reports
-takes --json: one JSON object on one line, snake_case fields.
+takes --json: one JSON value on one line, snake_case fields.
 `
 
 func run(ctx context.Context, args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) error {

@@ -55,7 +55,8 @@ func cmdPolicy(ctx context.Context, env *cliEnv, args []string) error {
 	rep, err := review.Review(dir)
 	if err != nil {
 		if errors.Is(err, review.ErrNoJournal) {
-			return &exitError{code: exitUsage, err: err}
+			// Its text names the reader review borrows (evidence's).
+			return &exitError{code: exitUsage, err: fmt.Errorf("policy review: %s is not a journal directory (no runs folder): give a journal's folder, or the data dir with --data-dir", dir)}
 		}
 		return err
 	}

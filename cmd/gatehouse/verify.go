@@ -10,17 +10,23 @@ import (
 )
 
 const verifyUsage = `Usage: gatehouse verify [DIR] [--json]
+       gatehouse verify [DIR] --trusted-key FILE [--require-signatures]
+       gatehouse verify [DIR] --log-key K --witness-key W (--checkpoint FILE | --witness URL...)
        gatehouse verify --export DIR [--log-key K --witness-key W [--witness-quorum N]] [--json]
 
-Checks a journal offline, with no keys and no network: every event against
-its hash and its run's chain, every run against the head log, and every
-effect.attempt against an allowed policy.decision before it. DIR defaults
-to the journal of --data-dir (./.gatehouse/journal).
+Checks a journal; the first form needs no keys and no network: every event
+against its hash and its run's chain, every run against the head log, and
+every effect.attempt against an allowed policy.decision before it. DIR
+defaults to the journal of --data-dir (./.gatehouse/journal). It reads only
+regular files (a link, a pipe or a device is a finding, never followed or
+waited on), bounds what it reads, says on success what it checked and what
+not, and stops at once on Ctrl-C or SIGTERM (exit status 130).
 
 --export DIR checks an evidence export (gatehouse evidence TENANT/ --export,
 or the dashboard's download unpacked: DIR is the TENANT-evidence folder or
-the folder it was unpacked into): the files against its manifest, and each run it holds against the head log;
-runs of others are expected to be absent. A plain verify refuses an export.
+the folder it was unpacked into): the files against its manifest, and each
+run it holds against the head log; runs of others are expected to be
+absent. A plain verify refuses an export.
 With --log-key (and --witness-key for each witness) it also checks, offline,
 the checkpoint the export carries (bad-checkpoint), its head log against it
 (checkpoint-mismatch, rolled-back) and the inclusion proof of every head
