@@ -178,6 +178,19 @@ func TestHelpOnceOnStdout(t *testing.T) {
 		t.Errorf("gatehouse work: exit %d %q %q", r.code, r.stdout, r.stderr)
 	}
 	snakeJSON(t, "version", gh(t, "version", "--json").stdout)
+	// agents and apps say with --json what they did and where the
+	// credential is; the file is there.
+	ids := t.TempDir()
+	add := gh(t, "agents", "add", "jsonbot", "--json", "--data-dir", ids)
+	want(t, add, 0, `"class":"agent"`, `"name":"jsonbot"`, `"done":"added"`)
+	snakeJSON(t, "agents add", add.stdout)
+	var added struct{ Credential string }
+	must(t, json.Unmarshal([]byte(add.stdout), &added))
+	if _, err := os.Stat(added.Credential); err != nil {
+		t.Fatalf("agents add --json names a credential that is not there: %v", err)
+	}
+	want(t, gh(t, "apps", "rotate", "nope", "--json", "--data-dir", ids), 1)
+	want(t, gh(t, "agents", "remove", "jsonbot", "--json", "--data-dir", ids), 0, `"done":"removed"`)
 	snakeJSON(t, "sinks", gh(t, "sinks", "--json").stdout)
 	if r := gh(t, "sinks", "code"); r.code != 0 || !strings.Contains(r.stdout, "program") || !strings.Contains(r.stdout, "gatehouse effect code --run RUN --action run --params") {
 		t.Errorf("sinks code: %d\n%s", r.code, r.stdout)
