@@ -451,6 +451,7 @@ func TestReportModeReviewReplayBenchAndBadInput(t *testing.T) {
 	devZero := func(p string) { must(t, os.Remove(p)); must(t, os.Symlink("/dev/zero", p)) }
 	dir := hostile("head.jsonl", fifo)
 	want(t, gh(t, "verify", dir, "--checkpoint", filepath.Join(dir, "checkpoints", "latest"), "--log-key", logPub), 1, "named pipe")
+	want(t, gh(t, "verify", dir), 1, "head-log-missing", "not checked: the head log's chain")
 	dir = hostile("head.jsonl", devZero)
 	want(t, gh(t, "verify", dir, "--checkpoint", filepath.Join(dir, "checkpoints", "latest"), "--log-key", logPub), 1, "not a regular file")
 	ev := filepath.Join(t.TempDir(), "ev")

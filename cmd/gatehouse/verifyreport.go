@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"syscall"
 
@@ -91,11 +92,13 @@ type verifyOutput struct {
 
 // describe says what a verify with scope sc checked, given its report.
 func (sc *verifyScope) describe(rep *journal.Report) (checked, notChecked []string) {
-	checked = []string{
-		fmt.Sprintf("%d events against their hashes and their runs' hash chains (%s)", rep.Events, plural(rep.Runs, "run")),
-		fmt.Sprintf("the head log's chain (%d entries) and every run against it", rep.HeadEntries),
-		"every effect.attempt against an allowed policy.decision before it",
+	checked = []string{fmt.Sprintf("%d events against their hashes and their runs' hash chains (%s)", rep.Events, plural(rep.Runs, "run"))}
+	if slices.ContainsFunc(rep.Findings, func(f journal.Finding) bool { return f.Kind == journal.FindingHeadLogMissing }) {
+		notChecked = append(notChecked, "the head log's chain, and the runs against it: the head log is missing or not a regular file (see the finding)")
+	} else {
+		checked = append(checked, fmt.Sprintf("the head log's chain (%d entries) and every run against it", rep.HeadEntries))
 	}
+	checked = append(checked, "every effect.attempt against an allowed policy.decision before it")
 	if sc.export {
 		checked = append(checked, "every exported file against export.json (size, SHA-256), and no run of anyone else")
 	}

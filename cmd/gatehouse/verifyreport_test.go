@@ -31,3 +31,16 @@ func TestCollapseUnsigned(t *testing.T) {
 		t.Fatalf("partly signed: %+v", rep.Findings)
 	}
 }
+
+// A head log that could not be read is not said to be checked.
+func TestDescribeUnreadableHeadLog(t *testing.T) {
+	sc := &verifyScope{}
+	checked, notChecked := sc.describe(&journal.Report{Events: 3, Runs: 1, Findings: []journal.Finding{{Kind: journal.FindingHeadLogMissing}}})
+	if strings.Contains(strings.Join(checked, "\n"), "head log") || !strings.Contains(strings.Join(notChecked, "\n"), "the head log's chain") {
+		t.Fatalf("checked %q, not checked %q", checked, notChecked)
+	}
+	checked, _ = sc.describe(&journal.Report{Events: 3, Runs: 1, HeadEntries: 2})
+	if !strings.Contains(strings.Join(checked, "\n"), "the head log's chain (2 entries)") {
+		t.Fatalf("checked %q", checked)
+	}
+}
