@@ -964,9 +964,11 @@ func (st *state) binop(fr *frame, site, op *Node, l, r value, ln, rn *Node) valu
 				}
 			case "FloorDiv":
 				if b.Sign() != 0 {
+					// DivMod is Euclidean (m >= 0); Python floors, so a
+					// negative divisor with a remainder rounds down once more.
 					q, m := new(big.Int).DivMod(a, b, new(big.Int))
 					if b.Sign() < 0 && m.Sign() > 0 {
-						q.Add(q, big.NewInt(1))
+						q.Sub(q, big.NewInt(1))
 					}
 					return bigV(q)
 				}
