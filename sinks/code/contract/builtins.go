@@ -219,6 +219,16 @@ func (st *state) getAttr(fr *frame, v value, name string) value {
 		return top{}
 	case top:
 		return top{}
+	case partial:
+		switch name {
+		case "func":
+			return x.f
+		case "args":
+			return tuple{items: x.args}
+		}
+		// keywords is a dict the program may change, and the partial calls with it.
+		st.problem(ReasonDynamicAttribute, "reads %s of a functools.partial, which the reader does not follow", name)
+		return top{}
 	case *fn:
 		switch {
 		case x.isProperty && (name == "setter" || name == "getter" || name == "deleter"):
@@ -513,6 +523,35 @@ func (st *state) callBuiltin(fr *frame, b builtin, a *args, site *Node) value {
 			return st.decorate(fr, b, a.pos[0], site)
 		}
 		return top{}
+	case "namedtuple._replace":
+		if r, ok := b.self.(ref); ok {
+			for _, k := range sortedKeys(a.kw) {
+				if !slices.Contains(r.o.cls.fields, k) {
+					return nil // ValueError: no such field
+				}
+				st.setInstanceAttr(fr, r.o, k, a.kw[k])
+			}
+			if a.dstar != nil || len(a.pos) > 0 || a.star != nil {
+				for _, f := range r.o.cls.fields {
+					st.setInstanceAttr(fr, r.o, f, join(a.dstar, top{}))
+				}
+			}
+		}
+		return b.self
+	case "namedtuple._asdict":
+		o := st.alloc(site, objDict)
+		if r, ok := b.self.(ref); ok {
+			for _, f := range r.o.cls.fields {
+				v := st.instanceAttr(r.o, f, b.self)
+				if v == nil {
+					v = top{}
+				}
+				st.setKey(o, lit(f), v)
+			}
+		}
+		return ref{o}
+	case "namedtuple.count", "namedtuple.index":
+		return data{hint: "index"}
 	case "dict.fromkeys":
 		o := st.alloc(site, objDict)
 		_, keys := st.iterItems(fr, a.arg(0, ""))

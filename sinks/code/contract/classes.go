@@ -1,5 +1,7 @@
 package contract
 
+import "strings"
+
 // Classes. A class the program defines is followed like its functions:
 // its body runs when the class statement does, its methods are functions,
 // an instance is an object on the heap (one per place it is made and
@@ -97,6 +99,12 @@ func (st *state) defineClass(fr *frame, n *Node) value {
 func (st *state) addBase(ci *classInfo, b value) {
 	switch x := b.(type) {
 	case class:
+		if x.c.namedTuple {
+			// Its fields, and what makes and reads them, are the base's.
+			// (Checked before the base is found known: problems are
+			// found again on every pass, bases are kept.)
+			st.problem(ReasonUnsupported, "the class %s derives from the NamedTuple %s, which the reader does not follow", ci.name, x.c.name)
+		}
 		for _, have := range ci.bases {
 			if have == x.c {
 				return
@@ -221,9 +229,31 @@ func (st *state) instanceAttr(o *object, name string, self value) value {
 		if o.cls != nil && o.cls.exception {
 			return data{hint: name} // args, with_traceback, ...
 		}
+		if o.cls != nil && o.cls.namedTuple {
+			return st.namedTupleAttr(o, name, self)
+		}
 		return nil
 	}
 	return join(v, ca)
+}
+
+// namedTupleAttr reads what a NamedTuple's instances have beside their
+// fields. _replace writes into the instance itself (the heap joins what
+// the copy holds into it, which covers both) and gives it back.
+func (st *state) namedTupleAttr(o *object, name string, self value) value {
+	switch name {
+	case "_replace":
+		return builtin{name: "namedtuple._replace", self: self}
+	case "_asdict", "count", "index":
+		return builtin{name: "namedtuple." + name, self: self}
+	case "_fields", "_field_defaults":
+		return data{hint: name}
+	}
+	if strings.HasPrefix(name, "_") {
+		st.problem(ReasonUnknownHelper, "reads %s of the NamedTuple %s, which the reader does not know", name, o.cls.name)
+		return top{}
+	}
+	return nil
 }
 
 // setInstanceAttr writes an attribute of an instance.

@@ -95,7 +95,7 @@ func (st *state) callModuleSpecial(fr *frame, name string, a *args, site *Node) 
 		return arg(0, ""), true
 	case "enum.Enum", "enum.IntEnum", "enum.StrEnum", "enum.Flag", "enum.IntFlag", "typing.NamedTuple", "typing.TypedDict", "collections.namedtuple":
 		for _, v := range a.all() {
-			st.touch(fr, v)
+			st.escape(fr, v) // the members' values and defaults are read back as plain data
 		}
 		return data{hint: lastName(name)}, true // the functional forms make a class of plain values
 	case "typing.cast":
