@@ -567,9 +567,7 @@ func (st *state) callBuiltin(fr *frame, b builtin, a *args, site *Node) value {
 	}
 	switch category(name) {
 	case catPure:
-		for _, v := range a.all() {
-			st.touch(fr, v)
-		}
+		st.handPure(fr, name, a)
 		return data{hint: lastName(name)}
 	case catCalls, catClass, catException, catValue:
 		for _, v := range a.all() {
@@ -586,6 +584,49 @@ func (st *state) callBuiltin(fr *frame, b builtin, a *args, site *Node) value {
 	}
 	st.problem(ReasonUnknownHelper, "calls %s, which the reader does not model", name)
 	return top{}
+}
+
+// handPure hands the arguments of a plain data function to it. Python's
+// own builtins call no more than the special methods of what they are
+// given (bytes and bytearray iterate it: a generator runs), and logging's
+// functions format their positional arguments; anything else a standard
+// function is given it may keep, call or call a method of (a predicate,
+// quote_via, onerror, a stream's write, a mapping's items): handed away.
+func (st *state) handPure(fr *frame, name string, a *args) {
+	if _, isBuiltin := builtins[name]; isBuiltin || formatsOnly[name] {
+		for _, v := range a.pos {
+			st.touch(fr, v)
+		}
+		if a.star != nil {
+			st.touch(fr, a.star)
+		}
+		if isBuiltin {
+			for _, v := range a.kw {
+				st.touch(fr, v)
+			}
+			if a.dstar != nil {
+				st.touch(fr, a.dstar)
+			}
+			return
+		}
+		for _, k := range sortedKeys(a.kw) {
+			st.escape(fr, a.kw[k])
+		}
+		if a.dstar != nil {
+			st.escape(fr, a.dstar)
+		}
+		return
+	}
+	for _, v := range a.all() {
+		st.escape(fr, v)
+	}
+}
+
+// formatsOnly are the standard functions that do no more with their
+// positional arguments than format them (str, repr, %).
+var formatsOnly = map[string]bool{
+	"logging.debug": true, "logging.info": true, "logging.warning": true, "logging.warn": true, "logging.error": true,
+	"logging.critical": true, "logging.exception": true, "logging.log": true,
 }
 
 func lastName(name string) string {
@@ -605,7 +646,24 @@ func (st *state) callPythonBuiltin(fr *frame, name string, a *args, site *Node) 
 	}
 	switch name {
 	case "print":
-		touchAll()
+		for _, v := range a.pos {
+			st.touch(fr, v)
+		}
+		if a.star != nil {
+			st.touch(fr, a.star)
+		}
+		// print writes to file with its write method (and flush): the
+		// stream is handed away.
+		for _, k := range sortedKeys(a.kw) {
+			if k == "file" {
+				st.escape(fr, a.kw[k])
+			} else {
+				st.touch(fr, a.kw[k])
+			}
+		}
+		if a.dstar != nil {
+			st.escape(fr, a.dstar)
+		}
 		return noneV, true
 	case "len":
 		touchAll()
@@ -663,7 +721,17 @@ func (st *state) callPythonBuiltin(fr *frame, name string, a *args, site *Node) 
 		}
 		return boolV2(truthy(arg0())), true
 	case "hasattr":
+		// hasattr reads the attribute: a property runs.
 		touchAll()
+		attr, ok := a.arg(1, "").(strv)
+		text, known := attr.known()
+		if !ok || !known {
+			st.problem(ReasonDynamicAttribute, "hasattr with an attribute name computed at run time")
+			return data{hint: "bool"}, true
+		}
+		if v := arg0(); v != nil && !isDunder(text) {
+			st.getAttr(fr, v, text)
+		}
 		return data{hint: "bool"}, true
 	case "min", "max":
 		elem := a.arg(0, "")
@@ -944,8 +1012,14 @@ func isNone(v value) bool {
 func (st *state) dictFrom(fr *frame, o *object, v value) {
 	for _, x := range alts(v) {
 		if r, ok := x.(ref); ok && r.o.kind == objDict {
-			st.mergeDict(o, x)
+			st.mergeDict(fr, o, x)
 			continue
+		}
+		if r, ok := x.(ref); ok && r.o.kind == objInstance {
+			// dict(obj) and update(obj) call its keys() and __getitem__
+			// when it has keys, else iterate it.
+			st.escape(fr, x)
+			st.setKey(o, data{hint: "key"}, top{})
 		}
 		items, elem := st.iterItems(fr, x)
 		exact := items != nil

@@ -212,8 +212,10 @@ func (st *state) instantiate(fr *frame, c *classInfo, a *args, site *Node) value
 			return nil
 		}
 	} else {
+		// object's own __init__ (an exception's keeps what it is given
+		// in args, which the program reads back as plain data).
 		for _, v := range a.all() {
-			st.touch(fr, v)
+			st.escape(fr, v)
 		}
 	}
 	// Python may call its special methods at any point from now on.
@@ -291,6 +293,11 @@ func (st *state) touchDepth(fr *frame, v value, depth int) {
 		case seq:
 			st.touchDepth(fr, x.elem, depth+1)
 			continue
+		case gen:
+			// Whatever iterates what it is given (bytes, bytearray, a
+			// formatter's join) runs a generator's body.
+			st.escape(fr, x)
+			continue
 		}
 		r, ok := a.(ref)
 		if ok && r.o.kind != objInstance {
@@ -321,27 +328,10 @@ func (st *state) touchDepth(fr *frame, v value, depth int) {
 // dunders lists the special methods a class and its bases define, but
 // __init__.
 func (st *state) dunders(c *classInfo) []string {
-	seen := map[string]bool{}
-	var out []string
-	var walk func(c *classInfo, depth int)
-	walk = func(c *classInfo, depth int) {
-		if c == nil || depth > 20 {
-			return
-		}
-		for _, name := range sortedKeys(c.attrs) {
-			if isDunder(name) && name != "__init__" && !seen[name] {
-				if _, isFn := c.attrs[name].(*fn); isFn {
-					seen[name] = true
-					out = append(out, name)
-				}
-			}
-		}
-		for _, b := range c.bases {
-			walk(b, depth+1)
-		}
-	}
-	walk(c, 0)
-	return out
+	return attrNames(c, func(name string, v value) bool {
+		_, isFn := v.(*fn)
+		return isFn && isDunder(name) && name != "__init__"
+	})
 }
 
 // instanceIter is what iterating an instance gives.

@@ -193,6 +193,10 @@ func (st *state) callModuleSpecial(fr *frame, name string, a *args, site *Node) 
 		if v == nil {
 			v = noneV
 		}
+		if name == "contextlib.closing" {
+			// Leaving the block calls its close(), after whatever the block did.
+			callLater(st.getAttr(fr, v, "close"))
+		}
 		return builtin{name: "contextlib.nullcontext()", arg: v}, true
 	case "logging.getLogger":
 		return data{hint: "logger"}, true
@@ -347,7 +351,7 @@ func (st *state) containerMethod(fr *frame, name string, self value, a *args, si
 			return noneV
 		case "copy":
 			n := st.alloc(site, objDict)
-			st.mergeDict(n, self)
+			st.mergeDict(fr, n, self)
 			return ref{n}
 		case "clear":
 			st.inexact(o)
