@@ -473,6 +473,14 @@ func (st *state) callBuiltin(fr *frame, b builtin, a *args, site *Node) value {
 		}
 	case strings.HasPrefix(name, "str."):
 		return st.strMethod(fr, strings.TrimPrefix(name, "str."), b.self, a, site)
+	case name == "dict.fromkeys":
+		// dict.fromkeys and {}.fromkeys alike (a class method: self is
+		// not read).
+		o := st.alloc(site, objDict)
+		_, keys := st.iterItems(fr, a.arg(0, ""))
+		st.setKey(o, data{hint: "key"}, join(a.arg(1, ""), noneV))
+		st.grow(&o.keyElem, keys)
+		return ref{o}
 	case strings.HasPrefix(name, "list.") || strings.HasPrefix(name, "dict.") || strings.HasPrefix(name, "set."):
 		return st.containerMethod(fr, name, b.self, a, site)
 	case strings.HasPrefix(name, "tuple."):
@@ -552,12 +560,6 @@ func (st *state) callBuiltin(fr *frame, b builtin, a *args, site *Node) value {
 		return ref{o}
 	case "namedtuple.count", "namedtuple.index":
 		return data{hint: "index"}
-	case "dict.fromkeys":
-		o := st.alloc(site, objDict)
-		_, keys := st.iterItems(fr, a.arg(0, ""))
-		st.setKey(o, data{hint: "key"}, join(a.arg(1, ""), noneV))
-		st.grow(&o.keyElem, keys)
-		return ref{o}
 	}
 	if v, ok := st.callPythonBuiltin(fr, name, a, site); ok {
 		return v

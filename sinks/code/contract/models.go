@@ -245,6 +245,9 @@ func (st *state) callModuleSpecial(fr *frame, name string, a *args, site *Node) 
 func (st *state) containerMethod(fr *frame, name string, self value, a *args, site *Node) value {
 	r, ok := self.(ref)
 	if !ok {
+		for _, v := range a.all() {
+			st.escape(fr, v) // not a container the reader holds: what it is given is handed away
+		}
 		return data{hint: "value"}
 	}
 	o := r.o
