@@ -75,7 +75,14 @@ func (st *state) defineClass(fr *frame, n *Node) value {
 		v := cf.vars[name]
 		if ci.enum {
 			if _, isFn := v.(*fn); !isFn {
-				v = data{hint: name} // an Enum member is an object with .name and .value
+				// An Enum member is an object with .name and .value; the
+				// value is read back as plain data, so it is handed away.
+				st.escape(cf, v)
+				v = data{hint: name}
+			} else if isSunder(name) {
+				// Enum itself calls _missing_, _generate_next_value_ and
+				// the like: when, the reader cannot tell.
+				st.escape(cf, v)
 			}
 		}
 		slot := ci.attrs[name]
@@ -93,6 +100,11 @@ func (st *state) defineClass(fr *frame, n *Node) value {
 		}
 	}
 	return v
+}
+
+// isSunder reports whether name is _like_this_ (Enum's own hooks).
+func isSunder(name string) bool {
+	return len(name) > 2 && name[0] == '_' && name[len(name)-1] == '_' && name[1] != '_' && name[len(name)-2] != '_'
 }
 
 // addBase records one base of ci.

@@ -230,7 +230,9 @@ func (st *state) callModuleSpecial(fr *frame, name string, a *args, site *Node) 
 		}
 		for _, v := range a.all() {
 			if isCallable(v) {
-				callLater(v, join(e, top{}))
+				// With as many arguments as it may be given (starmap
+				// spreads each item, accumulate gives two): unknown.
+				st.callLate(fr, v, &args{star: join(e, top{})}, site)
 			}
 		}
 		if e == nil {
