@@ -280,6 +280,8 @@ func TestEffectsKeysAndApprovalsAsTheREADMEShows(t *testing.T) {
 	s := serve(t, data, "--mode", "strict", "--policy", rules, "--approval-key", filepath.Join(keys, "backend.pub"),
 		"--signing-key-file", logKey, "--log-origin", "e2e.example/cli", "--checkpoint-interval", "1h")
 	as := func(args ...string) []string { return append(args, "--data-dir", data) }
+	want(t, gh(t, as("work", "open", "--tenant", "acme", "--person", "ada", "--mandate-expires", "tomorrow")...), 2, "neither an RFC 3339 time")
+	want(t, gh(t, as("work", "open", "--tenant", "acme", "--person", "ada", "--mandate-expires", "-2h")...), 2, "not in the future")
 	open := gh(t, as("work", "open", "--tenant", "acme", "--person", "ada", "--json")...)
 	want(t, open, 0)
 	snakeJSON(t, "work open", open.stdout)
@@ -299,6 +301,7 @@ func TestEffectsKeysAndApprovalsAsTheREADMEShows(t *testing.T) {
 	want(t, gh(t, as("effect", "ouptut", "--run", run, "--action", "deliver")...), 2, "UNKNOWN_SINK", "this broker serves", "output", "sinks/REFERENCE.md")
 	want(t, gh(t, as("effect", "memory", "--run", run)...), 2, "--action is required for sink memory: one of delete, get, put")
 	want(t, gh(t, as("effect", "memory", "--run", run, "--action", "put", "--params", `{"key": 1}`)...), 2, "BAD_REQUEST", "sinks/REFERENCE.md")
+	want(t, gh(t, as("effect", "memory", "--run", run, "--action", "put", "--params", `["key", 1]`)...), 2, "--params must be a JSON object", "gatehouse sinks memory")
 
 	// Held: exit 3 and the approval id; the backend approves from the CLI
 	// with the key keygen wrote; the same effect then runs.

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -149,7 +150,10 @@ func cmdWorkOpen(ctx context.Context, env *cliEnv, args []string) error {
 		if mExpires != "" {
 			t, err := parseExpiry(mExpires, time.Now())
 			if err != nil {
-				return usageError("--mandate-expires: %v", err)
+				return usageError("--mandate-expires %q is neither an RFC 3339 time (2026-12-31T18:00:00Z) nor a duration from now (2h)", mExpires)
+			}
+			if !t.After(time.Now()) {
+				return usageError("--mandate-expires %s is not in the future: the mandate would allow nothing", mExpires)
 			}
 			m.ExpiresAt = t
 		}
@@ -286,6 +290,9 @@ func cmdEffect(ctx context.Context, env *cliEnv, args []string) error {
 	if params != "" {
 		if !json.Valid([]byte(params)) {
 			return usageError("--params is not JSON")
+		}
+		if t := bytes.TrimLeft([]byte(params), " \t\r\n"); t[0] != '{' {
+			return usageError("--params must be a JSON object, {...} (the params of sink %s: gatehouse sinks %s)", sink, sink)
 		}
 		req.Params = json.RawMessage(params)
 	}
