@@ -313,6 +313,8 @@ func TestEffectsKeysAndApprovalsAsTheREADMEShows(t *testing.T) {
 		t.Fatalf("mcp upstream list --json with none pinned: %d %q", r.code, r.stdout)
 	}
 	want(t, gh(t, as("mcp", "upstream", "list")...), 0, "no upstream MCP server pinned")
+	want(t, gh(t, as("approve", "list", "--state", "pendng")...), 2, `--state "pendng" is not a state`)
+	want(t, gh(t, as("approve", "approve", "ap_x", "--key", backend, "--approver", "rita", "--assurance", "sso")...), 2, `--assurance "sso"`)
 	held := gh(t, as("effect", "output", "--run", run, "--status", "payout-1", "--result", "1")...)
 	want(t, held, 3, "held for approval ap_")
 	id := regexp.MustCompile(`held for approval (ap_[^:\s]+)`).FindStringSubmatch(held.stdout)[1]

@@ -65,6 +65,19 @@ func cmdApprove(ctx context.Context, env *cliEnv, args []string) error {
 	if err != nil {
 		return err
 	}
+	// What the broker would refuse as a malformed query or assertion is a
+	// usage error here, said before dialing.
+	for _, s := range states {
+		if !approval.State(s).Known() {
+			return usageError("--state %q is not a state: pending, approved, refused, claimed, settled, outcome_unknown, reconciled or reopened", s)
+		}
+	}
+	if limit < 0 || limit > 10000 {
+		return usageError("--limit must be 0 (all) to 10000, not %d", limit)
+	}
+	if !slices.Contains([]string{"password", "mfa", "webauthn"}, assurance) {
+		return usageError("--assurance %q: how the backend authenticated the approver is password, mfa or webauthn", assurance)
+	}
 	c, err := cf.dial(client.App)
 	if err != nil {
 		return err
