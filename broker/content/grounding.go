@@ -18,8 +18,9 @@ import (
 // named by the digests here, which are the digests the decision's
 // citations and the reading effect's outcome record.
 //
-// Replay answers every Lookup, WrittenAt and Reread from it, so the check
-// runs again without a record store, a provider or a broker.
+// Replay answers every Lookup, WrittenAt, SpentThrough and Reread from
+// it, so the check runs again without a record store, a provider or a
+// broker.
 type Grounding struct {
 	// RulesDigest is the digest of the grounding rules file's bytes, kept
 	// as a KindGrounding blob; "" when the rules could not be read (every
@@ -34,6 +35,9 @@ type Grounding struct {
 	Now     time.Time     `json:"now"`
 	Lookups []RecordsRead `json:"lookups,omitempty"`
 	Writes  []WriteMark   `json:"writes,omitempty"`
+	// Spends are the answers of SpentThrough: At is the read time through
+	// which the path's records were spent.
+	Spends  []WriteMark   `json:"spends,omitempty"`
 	Rereads []RecordsRead `json:"rereads,omitempty"`
 }
 

@@ -50,7 +50,8 @@ func (r *replayer) groundingRules(digest string) rulesResult {
 }
 
 // played answers a grounding check from what was recorded when the effect
-// was decided: the store's answers (Lookup, WrittenAt) and rereads, with
+// was decided: the store's answers (Lookup, WrittenAt, SpentThrough) and
+// rereads, with
 // the records' bodies from the content store. A question that was not
 // asked then (a candidate rule reading another path) gets no record.
 type played struct {
@@ -88,10 +89,19 @@ func (p *played) Lookup(_ context.Context, workflow, provider, path string) ([]g
 }
 
 func (p *played) WrittenAt(_ context.Context, workflow, provider, path string) (time.Time, error) {
+	return p.mark(p.g.Writes, workflow, provider, path)
+}
+
+func (p *played) SpentThrough(_ context.Context, workflow, provider, path string) (time.Time, error) {
+	return p.mark(p.g.Spends, workflow, provider, path)
+}
+
+// mark answers WrittenAt or SpentThrough from the answers recorded.
+func (p *played) mark(marks []content.WriteMark, workflow, provider, path string) (time.Time, error) {
 	if workflow != p.g.Workflow {
 		return time.Time{}, nil
 	}
-	for _, w := range p.g.Writes {
+	for _, w := range marks {
 		if w.Provider == provider && w.Path == path {
 			if w.Error != "" {
 				return time.Time{}, errors.New(w.Error)

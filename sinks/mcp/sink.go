@@ -104,6 +104,11 @@ type Params struct {
 type Grounding interface {
 	GroundingRules() *grounding.Rules
 	GroundingRecords() grounding.Records
+	// SpendRecords marks the records a grounded call's amounts were
+	// bounded by as spent (grounding.Spend), before the call is made; an
+	// error (a record another call spent first, a store that cannot mark
+	// it) means the call must not be made.
+	SpendRecords(ctx context.Context, workflow string, spends []grounding.Spend) error
 }
 
 // Config configures the sink.
@@ -330,6 +335,10 @@ type state struct {
 	srv  *Server
 	tool string
 	args json.RawMessage
+	// workflow and spends: a grounded call spends the records its amounts
+	// were bounded by when it is made.
+	workflow string
+	spends   []grounding.Spend
 }
 
 // DecodeParams decodes and checks a call's params: the server must be in
@@ -455,6 +464,9 @@ func (k *Sink) ground(ctx context.Context, run *broker.Run, srv *Server, p *Para
 	for _, ci := range res.Citations {
 		prop.Citations = append(prop.Citations, journal.Citation{Run: ci.Run, Effect: ci.Effect, Digest: ci.Digest, Path: ci.Path})
 	}
+	if st, ok := prop.State.(*state); ok && len(res.Failures) == 0 {
+		st.workflow, st.spends = wf, res.Spends
+	}
 }
 
 // CallError is a call that failed; Type goes into the journal's outcome.
@@ -496,6 +508,11 @@ func (k *Sink) Perform(ctx context.Context, run *broker.Run, req *broker.EffectR
 	}
 	if why := unpinned(pin, listed, st.tool); why != "" {
 		return nil, &CallError{Type: "tool-changed", Detail: fmt.Sprintf("MCP tool %s/%s: %s; nothing was sent", st.srv.Name, st.tool, why)}
+	}
+	if len(st.spends) > 0 {
+		if err := k.grd.SpendRecords(ctx, st.workflow, st.spends); err != nil {
+			return nil, &CallError{Type: "record-spent", Detail: fmt.Sprintf("a record that bounds this call's amounts could not be spent (%v); nothing was sent, read the record again", err)}
+		}
 	}
 	cctx, cancel := context.WithTimeout(ctx, st.srv.callTimeout())
 	defer cancel()

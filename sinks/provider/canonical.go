@@ -273,8 +273,40 @@ func (p *Provider) resolvePath(raw string) (rel, tmpl string, err error) {
 	if err != nil {
 		return "", "", err
 	}
-	var folded []string // lazily, only when a template has literals to compare
-	fold := func(i int) string {
+	best, foldOnly := p.fit(segs, nil)
+	if best == nil && foldOnly != "" {
+		return "", "", ambiguous("the path differs from the operation %s only in case, and provider %s says its paths are case-sensitive", foldOnly, p.Name)
+	}
+	if best == nil {
+		if op := p.fitsCut(segs); op != "" {
+			return "", "", ambiguous("a segment of the path is the operation %s's followed by a suffix (a format such as .json, a trailing dot or space, a decoded ? # or :), which servers that take format suffixes or trim segments route to that operation", op)
+		}
+	}
+	var b strings.Builder
+	b.Grow(len(raw) + 1)
+	for i, s := range segs {
+		b.WriteByte('/')
+		if best != nil && !best.segs[i].param {
+			b.WriteString(best.segs[i].lit)
+		} else {
+			b.WriteString(s.enc)
+		}
+	}
+	switch {
+	case best != nil:
+		trailing, tmpl = best.trailing, best.text
+	}
+	if trailing || len(segs) == 0 {
+		b.WriteByte('/')
+	}
+	return b.String(), tmpl, nil
+}
+
+// fit returns the most specific template segs fit, and (on a
+// case-sensitive provider) a template they fit only ignoring case.
+// folded, when given, holds strictjson.FoldKey of each segment.
+func (p *Provider) fit(segs []pathSeg, folded []string) (best *opTemplate, foldOnly string) {
+	fold := func(i int) string { // lazily, only when a template has literals to compare
 		if folded == nil {
 			folded = make([]string, len(segs))
 			for j, s := range segs {
@@ -283,11 +315,9 @@ func (p *Provider) resolvePath(raw string) (rel, tmpl string, err error) {
 		}
 		return folded[i]
 	}
-	var best *opTemplate
-	foldOnly := ""
 	idx := p.templates[len(segs)]
 	if idx == nil {
-		idx = &tmplIndex{}
+		return nil, ""
 	}
 	cands := idx.rest
 	if len(segs) > 0 && len(idx.byFirst) > 0 {
@@ -321,27 +351,33 @@ func (p *Provider) resolvePath(raw string) (rel, tmpl string, err error) {
 			best = t
 		}
 	}
-	if best == nil && foldOnly != "" {
-		return "", "", ambiguous("the path differs from the operation %s only in case, and provider %s says its paths are case-sensitive", foldOnly, p.Name)
-	}
-	var b strings.Builder
-	b.Grow(len(raw) + 1)
+	return best, foldOnly
+}
+
+// segmentCut are the characters after which servers may drop the rest of
+// a segment: a format suffix (Rails, Spring's suffix patterns), trailing
+// dots and spaces (IIS and Windows), a decoded "?", "#" (proxies that
+// decode before they forward) or ":" (an NTFS stream name).
+const segmentCut = ". ?#:"
+
+// fitsCut returns the template a path that fits none would fit with one
+// of its segments cut at a segmentCut character, "" when there is none:
+// "/payments.json" for the template /payments.
+func (p *Provider) fitsCut(segs []pathSeg) string {
 	for i, s := range segs {
-		b.WriteByte('/')
-		if best != nil && !best.segs[i].param {
-			b.WriteString(best.segs[i].lit)
-		} else {
-			b.WriteString(s.enc)
+		j := strings.IndexAny(s.dec, segmentCut)
+		if j <= 0 {
+			continue
+		}
+		cut := append([]pathSeg(nil), segs...)
+		cut[i] = pathSeg{dec: s.dec[:j], enc: escapeSegment(s.dec[:j])}
+		if best, foldOnly := p.fit(cut, nil); best != nil {
+			return best.text
+		} else if foldOnly != "" {
+			return foldOnly
 		}
 	}
-	switch {
-	case best != nil:
-		trailing, tmpl = best.trailing, best.text
-	}
-	if trailing || len(segs) == 0 {
-		b.WriteByte('/')
-	}
-	return b.String(), tmpl, nil
+	return ""
 }
 
 // moreSpecific reports whether a has a literal where b has a placeholder

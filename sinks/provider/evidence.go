@@ -70,14 +70,28 @@ func (r *recorder) Lookup(ctx context.Context, workflow, provider, path string) 
 
 func (r *recorder) WrittenAt(ctx context.Context, workflow, provider, path string) (time.Time, error) {
 	at, err := r.recs.WrittenAt(ctx, workflow, provider, path)
-	m := content.WriteMark{Provider: provider, Path: path, At: at.UTC()} // the zero time stays zero
-	if err != nil {
-		m.Error = err.Error()
-	}
+	m := markOf(provider, path, at, err)
 	r.mu.Lock()
 	r.g.Writes = append(r.g.Writes, m)
 	r.mu.Unlock()
 	return at, err
+}
+
+func (r *recorder) SpentThrough(ctx context.Context, workflow, provider, path string) (time.Time, error) {
+	at, err := r.recs.SpentThrough(ctx, workflow, provider, path)
+	m := markOf(provider, path, at, err)
+	r.mu.Lock()
+	r.g.Spends = append(r.g.Spends, m)
+	r.mu.Unlock()
+	return at, err
+}
+
+func markOf(provider, path string, at time.Time, err error) content.WriteMark {
+	m := content.WriteMark{Provider: provider, Path: path, At: at.UTC()} // the zero time stays zero
+	if err != nil {
+		m.Error = err.Error()
+	}
+	return m
 }
 
 func (r *recorder) rereadFn(ctx context.Context, provider, path string) (grounding.Record, error) {

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"path"
 	"strings"
 	"sync/atomic"
@@ -21,20 +22,42 @@ import (
 //   - Workflow. Records belong to the workflow: the run's root (Run.Root,
 //     or the run itself for work an application opened), so a sub-run's
 //     read grounds its parent's payment and no other work's.
-//   - What is kept. After a GET answered 2xx, without a query string, whose
-//     provider and path (as sent, base path included) Rules.Keeps, Perform
-//     stores the body as received with ReadAt (when the answer arrived) and
-//     a citation of the effect (run, effect id, sha256 of the body,
-//     "provider:path"), which the effect's outcome records too, so
-//     gatehouse verify can check it. A GET with a query is never kept: a
-//     query can change what a path answers (an old version, a filtered
-//     view). A response that cannot be kept is still answered; it only
-//     grounds nothing, and the outcome says kept "false".
+//   - What is kept. After a plain GET (no query, no body, no header of the
+//     agent's) answered 200, whose provider and path (as sent, base path
+//     included) Rules.Keeps, Perform stores the body as received with
+//     ReadAt (when the answer arrived) and a citation of the effect (run,
+//     effect id, sha256 of the body, "provider:path"), which the effect's
+//     outcome records too, so gatehouse verify can check it. Any other
+//     read is never kept: a query, a body (which servers merge into a
+//     GET's parameters) or a header (Accept, a version, a preference) can
+//     change what a path answers (an old version, a filtered view, a
+//     pending change), and another 2xx is not the whole resource (206
+//     Partial Content is a slice the agent chose). A response that cannot
+//     be kept is still answered; it only grounds nothing, and the outcome
+//     says kept "false".
 //   - What the run changed. Before a POST, PUT, PATCH or DELETE is sent,
 //     Perform marks the path and every parent path Keeps names as written
-//     by the workflow (the first write is kept); a mark that cannot be
-//     stored stops the call (error record-store), since a read after an
-//     unrecorded write could otherwise ground.
+//     by the workflow (the first write is kept); when no rule grounded the
+//     call (none applied, or it had failures and the mode let it through)
+//     it also marks every provider of the same server that rules read
+//     records of as written as a whole (grounding.AnyPath), since the
+//     change may show in any record: a supplier's bank account added
+//     through /bank-accounts, or changed at /suppliers/s-1 when the ERP
+//     reads ids without regard to case. A record read after such a mark
+//     grounds nothing in the workflow. A mark that cannot be stored stops
+//     the call (error record-store), since a read after an unrecorded
+//     write could otherwise ground.
+//   - Spent records. A record a money or number requirement compared
+//     against (the invoice whose amount_due bounds the payment) grounds one
+//     carried-out call: before a grounded call is sent, Perform marks each
+//     of its Result.Spends spent (RecordStore.Spend, a compare-and-set
+//     across brokers), and the check refuses a record read at or before
+//     the newest spent one. Paying the invoice twice, in two halves, as a
+//     payment and a transfer, or four times at once, pays it once; the
+//     agent reads the invoice again (seeing the payment's effect) to pay
+//     more. Two calls decided on one record before either was sent: the
+//     second fails record-spent, unsent. A record is spent once the call is
+//     sent, whatever the provider answers.
 //   - The check. Describe runs Rules.Check on the call as it will be sent
 //     and puts the result on Effect.Grounding (Decide refuses failures as
 //     ungrounded) and the citations on the Proposal.
@@ -124,6 +147,7 @@ func (s *Sink) ground(ctx context.Context, run *broker.Run, c *call, prop *broke
 		return nil
 	}
 	c.ground = rec.g
+	c.grounded, c.spends = len(res.Failures) == 0, res.Spends
 	prop.Effect.Grounding = &policy.Grounding{Rule: res.Rule, Failures: res.Failures}
 	for _, ci := range res.Citations {
 		prop.Citations = append(prop.Citations, journal.Citation{Run: ci.Run, Effect: ci.Effect, Digest: ci.Digest, Path: ci.Path})
@@ -133,7 +157,7 @@ func (s *Sink) ground(ctx context.Context, run *broker.Run, c *call, prop *broke
 
 // keep stores a GET's response for grounding when a rule could use it.
 func (s *Sink) keep(ctx context.Context, run *broker.Run, prop *broker.Proposal, c *call, resp *response, dg string) error {
-	if c.rawQuery != "" || !s.rules.Load().Keeps(c.prov.Name, c.path) {
+	if !c.plainRead() || !s.rules.Load().Keeps(c.prov.Name, c.path) {
 		return nil
 	}
 	r := grounding.Record{
@@ -147,25 +171,74 @@ func (s *Sink) keep(ctx context.Context, run *broker.Run, prop *broker.Proposal,
 	return nil
 }
 
+// plainRead reports whether the call is a GET of its path and nothing
+// else: no query, no body and no header of the agent's. A query, a body
+// (servers that merge body parameters into a GET's) or a header (Accept,
+// a version, a preference) can each change what a path answers: a
+// filtered view, an old version, a pending change.
+func (c *call) plainRead() bool {
+	return c.method == http.MethodGet && c.rawQuery == "" && c.body == nil && len(c.headers) == 0
+}
+
 // markWritten notes, before a mutation is sent, that the workflow wrote to
-// the path and to each parent path a rule keeps.
+// the path and to each parent path a rule keeps, and, when no rule
+// grounded the call, to the provider as a whole (grounding.AnyPath), and
+// to every provider of the same server (Catalogue.SameServer): a change
+// nothing checked may show in any of the server's records, under any path
+// and through any base path.
 func (s *Sink) markWritten(ctx context.Context, run *broker.Run, c *call) error {
 	at := s.now()
+	rules := s.rules.Load()
+	mark := func(provider, p string) error {
+		if err := s.records.Wrote(ctx, workflow(run), provider, p, at); err != nil {
+			return &CallError{Provider: c.prov.Name, Type: "record-store", Err: err,
+				Detail: "the write could not be noted for grounding, so it was not sent. Operator: make the grounding record store reachable"}
+		}
+		return nil
+	}
+	if !c.grounded {
+		for _, q := range s.cat.SameServer(c.prov) {
+			if rules.ReadsFrom(q) {
+				if err := mark(q, grounding.AnyPath); err != nil {
+					return err
+				}
+			}
+		}
+	}
 	for p := c.path; ; p = path.Dir(p) {
 		p = strings.TrimSuffix(p, "/")
 		if p == "" {
 			p = "/"
 		}
-		if s.rules.Load().Keeps(c.prov.Name, p) {
-			if err := s.records.Wrote(ctx, workflow(run), c.prov.Name, p, at); err != nil {
-				return &CallError{Provider: c.prov.Name, Type: "record-store", Err: err,
-					Detail: "the write could not be noted for grounding, so it was not sent. Operator: make the grounding record store reachable"}
+		if rules.Keeps(c.prov.Name, p) {
+			if err := mark(c.prov.Name, p); err != nil {
+				return err
 			}
 		}
 		if p == "/" || p == c.prov.basePath {
 			return nil
 		}
 	}
+}
+
+// spend marks, before a grounded call is sent, each record its amounts
+// were bounded by as spent (grounding.Spend), so it grounds no later call
+// of the workflow. A record another call spent since this one was decided
+// (two payments relying on one invoice at once) stops the call
+// (record-spent); one that cannot be marked stops it too (record-store).
+// A call that then fails at the provider has still spent its records: the
+// agent reads them again.
+func (s *Sink) spend(ctx context.Context, run *broker.Run, c *call) error {
+	err := s.SpendRecords(ctx, workflow(run), c.spends)
+	switch {
+	case errors.Is(err, ErrSpent):
+		return &CallError{Provider: c.prov.Name, Type: "record-spent", Err: err,
+			Detail: "a record that bounds this call's amount was spent by another call of this workflow since it was decided, so this one was not sent; read the record again"}
+	case err != nil:
+		return &CallError{Provider: c.prov.Name, Type: "record-store", Err: err,
+			Detail: "the records this call's amount is bounded by could not be marked spent, so the call was not sent. Operator: make the grounding record store reachable"}
+	}
+	return nil
 }
 
 // reread returns the Reread of one Describe: a GET of the path proposed

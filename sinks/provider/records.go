@@ -28,9 +28,25 @@ type RecordStore interface {
 	// acknowledged it.
 	Keep(ctx context.Context, workflow string, r grounding.Record) error
 	// Wrote notes that workflow wrote to provider and path at at; only the
-	// first write is kept.
+	// first write is kept. Path grounding.AnyPath marks the provider as a
+	// whole.
 	Wrote(ctx context.Context, workflow, provider, path string, at time.Time) error
+	// Spend marks the record of provider and path read at readAt as spent
+	// by a call workflow carries out (grounding.Spend): SpentThrough then
+	// returns readAt. It is atomic across brokers: when a record read at or
+	// after readAt was spent already (two calls relying on one record at
+	// once), it returns ErrSpent and marks nothing.
+	Spend(ctx context.Context, workflow, provider, path string, readAt time.Time) error
 }
+
+// ErrSpent is returned by Spend for a record another call spent first.
+var ErrSpent = errors.New("the record was spent by another call")
+
+// spendTries bounds the compare-and-set rounds of one Spend against
+// concurrent spends of the same path.
+const spendTries = 8
+
+func encodeTime(t time.Time) []byte { return []byte(t.UTC().Format(time.RFC3339Nano)) }
 
 // DefaultRecordAge is how long records and write marks are kept.
 const DefaultRecordAge = 24 * time.Hour
@@ -71,7 +87,8 @@ func hx(s string) string { return hex.EncodeToString([]byte(s)) }
 // KVRecords keeps records in a JetStream KV bucket: every read of a path
 // is a revision of "r.<workflow>.<provider>.<path>" (each part
 // hex-encoded; the bucket keeps 64 revisions per key), the first write
-// mark is "w.<workflow>.<provider>.<path>". Entries expire after MaxAge.
+// mark is "w.<workflow>.<provider>.<path>", the spend mark
+// "s.<workflow>.<provider>.<path>". Entries expire after DefaultRecordAge.
 type KVRecords struct {
 	kv   jetstream.KeyValue
 	name string
@@ -159,10 +176,55 @@ func (s *KVRecords) WrittenAt(ctx context.Context, workflow, provider, path stri
 	return time.Parse(time.RFC3339Nano, string(e.Value()))
 }
 
+// SpentThrough implements grounding.Records.
+func (s *KVRecords) SpentThrough(ctx context.Context, workflow, provider, path string) (time.Time, error) {
+	e, err := s.kv.Get(ctx, recKey("s", workflow, provider, path))
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return time.Time{}, nil
+	}
+	if err != nil {
+		return time.Time{}, fmt.Errorf("%s: spend mark: %w", s.name, err)
+	}
+	return time.Parse(time.RFC3339Nano, string(e.Value()))
+}
+
+// Spend implements RecordStore: a compare-and-set of
+// "s.<workflow>.<provider>.<path>" on the key's revision.
+func (s *KVRecords) Spend(ctx context.Context, workflow, provider, path string, readAt time.Time) error {
+	key := recKey("s", workflow, provider, path)
+	for range spendTries {
+		e, err := s.kv.Get(ctx, key)
+		switch {
+		case errors.Is(err, jetstream.ErrKeyNotFound):
+			_, err = s.kv.Create(ctx, key, encodeTime(readAt))
+			if errors.Is(err, jetstream.ErrKeyExists) {
+				continue
+			}
+		case err != nil:
+		default:
+			prev, perr := time.Parse(time.RFC3339Nano, string(e.Value()))
+			if perr == nil && !readAt.After(prev) {
+				return ErrSpent
+			}
+			_, err = s.kv.Update(ctx, key, encodeTime(readAt), e.Revision())
+			var apiErr *jetstream.APIError
+			if errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence || apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant) {
+				continue
+			}
+		}
+		if err != nil {
+			return fmt.Errorf("%s: spend mark: %w", s.name, err)
+		}
+		return nil
+	}
+	return fmt.Errorf("%s: spend mark: %w", s.name, ErrSpent)
+}
+
 // RedisRecords keeps records in Redis: a list per path under Prefix +
-// "r:<workflow>:<provider>:<path>" and the first write mark under Prefix +
-// "w:...", each part hex-encoded, expiring after DefaultRecordAge. Close
-// closes its connections.
+// "r:<workflow>:<provider>:<path>", the first write mark under Prefix +
+// "w:..." and the spend mark under Prefix + "s:...", each part
+// hex-encoded, expiring after DefaultRecordAge. Close closes its
+// connections.
 type RedisRecords struct {
 	rdb    *redis.Client
 	prefix string
@@ -246,6 +308,52 @@ func (s *RedisRecords) Wrote(ctx context.Context, workflow, provider, path strin
 		return fmt.Errorf("%s: write mark: %w", s.name, err)
 	}
 	return nil
+}
+
+// SpentThrough implements grounding.Records.
+func (s *RedisRecords) SpentThrough(ctx context.Context, workflow, provider, path string) (time.Time, error) {
+	v, err := s.rdb.Get(ctx, s.key("s", workflow, provider, path)).Result()
+	if errors.Is(err, redis.Nil) {
+		return time.Time{}, nil
+	}
+	if err != nil {
+		return time.Time{}, fmt.Errorf("%s: spend mark: %w", s.name, err)
+	}
+	return time.Parse(time.RFC3339Nano, v)
+}
+
+// Spend implements RecordStore: a compare-and-set under WATCH.
+func (s *RedisRecords) Spend(ctx context.Context, workflow, provider, path string, readAt time.Time) error {
+	key := s.key("s", workflow, provider, path)
+	for range spendTries {
+		err := s.rdb.Watch(ctx, func(tx *redis.Tx) error {
+			v, err := tx.Get(ctx, key).Result()
+			switch {
+			case errors.Is(err, redis.Nil):
+			case err != nil:
+				return err
+			default:
+				if prev, perr := time.Parse(time.RFC3339Nano, v); perr == nil && !readAt.After(prev) {
+					return ErrSpent
+				}
+			}
+			_, err = tx.TxPipelined(ctx, func(p redis.Pipeliner) error {
+				p.Set(ctx, key, encodeTime(readAt), DefaultRecordAge)
+				return nil
+			})
+			return err
+		}, key)
+		switch {
+		case errors.Is(err, redis.TxFailedErr):
+			continue
+		case errors.Is(err, ErrSpent):
+			return ErrSpent
+		case err != nil:
+			return fmt.Errorf("%s: spend mark: %w", s.name, err)
+		}
+		return nil
+	}
+	return fmt.Errorf("%s: spend mark: %w", s.name, ErrSpent)
 }
 
 // WrittenAt implements grounding.Records.
