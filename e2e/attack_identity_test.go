@@ -106,20 +106,27 @@ func (a *identityAttack) agent(id string) *client.Client {
 // decisions reads run's policy.decision events from the journal stream.
 func (a *identityAttack) decisions(run string) []journal.Decision {
 	a.t.Helper()
-	cons, err := a.js.OrderedConsumer(a.ctx(), subject.JournalStream, jetstream.OrderedConsumerConfig{FilterSubjects: []string{subject.Journal(run)}})
-	must(a.t, err)
+	return streamDecisions(a.t, a.ctx(), a.js, run)
+}
+
+// streamDecisions reads run's policy.decision events from the journal
+// stream, as a broker credential sees them.
+func streamDecisions(t *testing.T, ctx context.Context, js jetstream.JetStream, run string) []journal.Decision {
+	t.Helper()
+	cons, err := js.OrderedConsumer(ctx, subject.JournalStream, jetstream.OrderedConsumerConfig{FilterSubjects: []string{subject.Journal(run)}})
+	must(t, err)
 	var out []journal.Decision
 	for {
 		batch, err := cons.FetchNoWait(100)
-		must(a.t, err)
+		must(t, err)
 		n := 0
 		for m := range batch.Messages() {
 			n++
 			var ev journal.Event
-			must(a.t, json.Unmarshal(m.Data(), &ev))
+			must(t, json.Unmarshal(m.Data(), &ev))
 			if ev.Type == journal.TypeDecision {
 				var d journal.Decision
-				must(a.t, json.Unmarshal(ev.Data, &d))
+				must(t, json.Unmarshal(ev.Data, &d))
 				out = append(out, d)
 			}
 		}
