@@ -44,6 +44,9 @@ type Proposal struct {
 	// Citations are the records a grounding check relied on (provider
 	// calls); they are recorded with the decision.
 	Citations []journal.Citation
+	// Contract is a code effect's program contract, recorded with the
+	// decision.
+	Contract *journal.ProgramContract
 	// State is the sink's own decoded request, handed back to Perform.
 	State any
 }
@@ -223,14 +226,17 @@ func (b *Broker) CloseRun(ctx context.Context, from Caller, c *CloseWork) error 
 	if err := admitClose(from, run); err != nil {
 		return err
 	}
+	// Sinks let go of an open run's state before it closes, so what
+	// letting go sends (a browser page's unload beacons) is decided and
+	// recorded under the run; and again after, for anything an effect
+	// opened meanwhile.
+	if !run.Closed {
+		b.closeSinks(c.Run)
+	}
 	if _, err := b.runs.Close(ctx, c.Run); err != nil {
 		return err
 	}
-	for _, s := range b.sinks {
-		if rc, ok := s.(RunCloser); ok {
-			rc.CloseRun(c.Run)
-		}
-	}
+	b.closeSinks(c.Run)
 	if b.mode == policy.ModeOff {
 		return nil
 	}
@@ -239,6 +245,14 @@ func (b *Broker) CloseRun(ctx context.Context, from Caller, c *CloseWork) error 
 		return err
 	}
 	return b.journal.Record(ctx, ev)
+}
+
+func (b *Broker) closeSinks(run string) {
+	for _, s := range b.sinks {
+		if rc, ok := s.(RunCloser); ok {
+			rc.CloseRun(run)
+		}
+	}
 }
 
 // Propose decides one effect of sink, proposed by from, for the run the
@@ -290,7 +304,7 @@ func (b *Broker) propose(ctx context.Context, from Caller, sinkName policy.Sink,
 	if err := b.checkLineage(ctx, run); err != nil {
 		return errorReply(req.Run, err)
 	}
-	if rep := b.claimRequest(ctx, slot, run.ID, req); rep != nil {
+	if rep := b.claimRequest(ctx, slot, run.ID, sinkName, req); rep != nil {
 		return rep // decided before (or being decided) under its request_id
 	}
 	prop, err := sink.Describe(ctx, run, req)
@@ -419,7 +433,7 @@ func decisionData(run *Run, pol *policy.Policy, p *Proposal, d policy.Decision) 
 		PolicyDigest: pol.Digest(), Mode: d.Mode,
 		Sink: e.Sink, Action: e.Action, Origin: e.Origin, Tool: e.Tool, Target: e.Target, Confined: e.Confined,
 		Provider: e.Provider, Method: e.Method, Host: e.Host, Path: e.Path, PageHost: e.PageHost, Atom: e.Atom, Declared: e.Declared, Verified: d.Verified,
-		Size: p.Size, Digest: p.Digest, Citations: p.Citations,
+		Size: p.Size, Digest: p.Digest, Citations: p.Citations, Contract: p.Contract,
 		Outcome: outcomeOf(d.Verdict), Refusal: d.Refusal, Rule: d.Rule, Enforced: d.Enforced, Allowed: d.Allowed, Reasons: d.Reasons,
 	}
 }

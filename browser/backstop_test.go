@@ -1,6 +1,6 @@
 package browser_test
 
-// The adversarial cases routing never sees, caught by the proxy (and
+// The adversarial cases Playwright routing never saw, caught by the proxy (and
 // WebSocket, GET query data, the browser's own traffic, scope-named
 // targets). Same shared pool and two sites as browser_test.go.
 
@@ -144,7 +144,7 @@ var backstopCases = []backstopCase{
 	}, path: "/pagehide", action: browser.EffectSend, refusal: policy.RefuseBrowserSendOffSite, strictOnly: true},
 }
 
-// TestBackstop: every send routing never sees, in strict mode (site B
+// TestBackstop: every send Playwright routing never saw, in strict mode (site B
 // receives nothing), with an allow rule for B (it arrives) and in report
 // mode (it arrives, and what strict would refuse is on record).
 func TestBackstop(t *testing.T) {

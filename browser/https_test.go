@@ -103,7 +103,7 @@ func tlsOwnSite(w http.ResponseWriter, r *http.Request) {
 }
 
 // cdnPage loads a script and an image from the other HTTPS site, and sends
-// there in ways routing sees (fetch) and does not (a shared worker), and a
+// there from the page (fetch) and from a shared worker, and a
 // wss:// WebSocket.
 const cdnPage = `<!doctype html><h1>cdn</h1><p id="lib">not loaded</p><p id="out"></p>
 <script>const B = %q;</script>
@@ -121,10 +121,10 @@ func tlsHost(s *httptest.Server) string { return strings.TrimPrefix(s.URL, "http
 // TestHTTPSSubresources: inside HTTPS tunnels the proxy decides request by
 // request, so in strict mode with no rule a page on one HTTPS site loads
 // its script and image from another HTTPS site, while every send to that
-// site is refused before it leaves: a fetch (routing decides it) and a
-// shared worker's POST (only the proxy sees it, inside the tunnel); a
-// wss:// WebSocket there is a refused connect. A send to the page's own
-// site is decided once and arrives, without the proxy's token. Report mode
+// site is refused before it leaves: a fetch and a shared worker's POST,
+// inside the tunnel; a wss:// WebSocket there is a refused connect. A send
+// to the page's own site is decided once and arrives, with its cookies and
+// no header of Gatehouse's. Report mode
 // lets the sends out and records what strict would refuse; an allow rule
 // for the other site lets them out in strict mode.
 func TestHTTPSSubresources(t *testing.T) {

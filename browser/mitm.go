@@ -28,13 +28,12 @@ import (
 // A plain forward proxy sees only the host of a CONNECT, so it could only
 // refuse or allow a whole tunnel: refusing every tunnel to another site
 // broke a page's own subresources on HTTPS CDNs, and allowing one would let
-// whatever routing never sees (a shared worker, a beacon on unload, a 307
-// re-sending a body) ride it to that site undecided, since a browser reuses
-// its connections. So in report and strict mode the proxy terminates the
-// TLS of every tunnel itself and decides the requests inside one by one,
-// exactly as it decides plain http: reads pass, sends are decided, and a
-// request routing already decided carries its one-time token, which the
-// proxy strips. No tunnel is blind, so a tunnel is no longer decided by its
+// any request (a shared worker's, a beacon on unload, a 307 re-sending a
+// body) ride it to that site undecided, since a browser reuses its
+// connections. So in report and strict mode the proxy terminates the TLS of
+// every tunnel itself and decides the requests inside one by one, exactly
+// as it decides plain http: plain reads pass, reads carrying data and sends
+// are decided. No tunnel is blind, so a tunnel is no longer decided by its
 // host: a page's reads from other HTTPS hosts work in strict mode, and what
 // it sends there is decided per request.
 //
@@ -48,11 +47,13 @@ import (
 // site whose certificate does not verify answers 502, and the page sees
 // that. Chromium speaks HTTP/1.1 to the proxy (ALPN offers nothing else).
 //
-// A WebSocket inside a tunnel (wss://) to a host other than the page's or
-// one the agent navigated to is a "connect" effect, decided before its
-// handshake is sent, and its outcome counts and digests the frames the page
-// sent, as for ws://. A tunnel that does not start with a TLS handshake (a
-// ws:// WebSocket) is handled as before: by host, with its frames counted.
+// A WebSocket inside a tunnel (wss://) to a host other than the run's site
+// is a "connect" effect, decided before its handshake is sent, and its
+// outcome counts and digests the frames the page sent, as for ws://.
+// Anything but HTTP inside the TLS (TURN over TLS) is a connect decided by
+// host, reaching the site over TLS when allowed. A tunnel that does not
+// start with a TLS handshake (a ws:// WebSocket, TURN over TCP) is decided
+// by host too, with what it carries counted.
 // Mode off decides nothing and tunnels blind.
 
 // tlsRecordHandshake is the first byte of a TLS ClientHello.
@@ -189,19 +190,20 @@ func (px *proxy) newInner(log *slog.Logger) *http.Server {
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
 		TLSNextProto:      map[string]func(*http.Server, *tls.Conn, http.Handler){}, // HTTP/1.1 only
 		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
-			if tc, ok := c.(*tls.Conn); ok {
-				if t, ok := tc.NetConn().(*tunnelConn); ok {
-					return context.WithValue(ctx, authorityKey{}, t.authority)
-				}
+			if t, ok := c.(*tunnelConn); ok {
+				return context.WithValue(ctx, authorityKey{}, t.authority)
 			}
 			return ctx
 		},
 	}
 }
 
-// intercept terminates the TLS of a hijacked tunnel and hands it to the
-// inner server, which owns it from then on.
-func (px *proxy) intercept(conn net.Conn, br *bufio.Reader, authority string) {
+// intercept terminates the TLS of a hijacked, tracked tunnel. When what
+// the page sends inside is HTTP, the inner server takes the connection and
+// decides its requests one by one; anything else (TURN over TLS, a raw
+// protocol) is a tunnel decided by host (connectTunnel), reaching the site
+// over TLS when allowed.
+func (px *proxy) intercept(d Decider, conn net.Conn, br *bufio.Reader, authority string) {
 	host, _, err := net.SplitHostPort(authority)
 	if err != nil {
 		host = authority
@@ -213,9 +215,44 @@ func (px *proxy) intercept(conn net.Conn, br *bufio.Reader, authority string) {
 			return px.pool.ic.certFor(strings.ToLower(host))
 		},
 	}
-	if !px.innerLn.push(tls.Server(&tunnelConn{Conn: conn, r: br, authority: authority}, cfg)) {
-		_ = conn.Close()
+	tc := tls.Server(&tunnelConn{Conn: conn, r: br, authority: authority}, cfg)
+	ctx, cancel := context.WithTimeout(px.pool.base, 30*time.Second)
+	err = tc.HandshakeContext(ctx)
+	cancel()
+	if err != nil {
+		px.untrack(conn)
+		return
 	}
+	inner := bufio.NewReader(tc)
+	head, err := inner.Peek(8)
+	if err != nil && len(head) == 0 {
+		px.untrack(conn)
+		return
+	}
+	dec := &tunnelConn{Conn: tc, r: inner, authority: authority}
+	if !httpMethodLine(head) {
+		px.retrack(conn, dec)
+		px.connectTunnel(d, dec, inner, authority, true)
+		return
+	}
+	px.release(conn)
+	if !px.innerLn.push(dec) {
+		_ = tc.Close()
+	}
+}
+
+// httpMethodLine reports whether b starts like an HTTP/1 request line: a
+// method in capitals and a space.
+func httpMethodLine(b []byte) bool {
+	for i, c := range b {
+		switch {
+		case c == ' ':
+			return i >= 3
+		case c < 'A' || c > 'Z':
+			return false
+		}
+	}
+	return false
 }
 
 // serveIntercepted decides one request from inside a tunnel, as ServeHTTP
@@ -239,7 +276,7 @@ func (px *proxy) serveIntercepted(w http.ResponseWriter, r *http.Request) {
 // interceptWebSocket decides a wss:// handshake like a ws:// tunnel: by
 // host, as a connect effect when it goes to another site.
 func (px *proxy) interceptWebSocket(w http.ResponseWriter, r *http.Request, authority string) {
-	r.Header.Del(decidedHeader)
+	px.s.seen()
 	d := px.pool.boundDecider()
 	if d == nil {
 		http.Error(w, "gatehouse: not bound", http.StatusForbidden)
@@ -247,12 +284,12 @@ func (px *proxy) interceptWebSocket(w http.ResponseWriter, r *http.Request, auth
 	}
 	host := hostPath(r.URL.String()).host
 	page := px.s.pageHost()
-	if d.Mode() == policy.ModeOff || host == page || px.s.navigated(tunnelHost(host)) {
+	if d.Mode() == policy.ModeOff || host == page {
 		px.webSocket(w, r, authority, nil)
 		return
 	}
 	snd := &send{run: px.s.run, sess: px.s, action: policy.BrowserConnect, method: http.MethodConnect,
-		to: place{host: host, path: "/"}, pageHost: page, via: viaProxy, held: true, proxy: px, w: w, r: r,
+		to: connectPlace(d.Policy(), host), pageHost: page, held: true, proxy: px, w: w, r: r,
 		authority: authority, secure: true}
 	if px.pool.enter() {
 		px.pool.proposeTunnel(snd)
@@ -273,7 +310,7 @@ func (px *proxy) webSocket(w http.ResponseWriter, r *http.Request, authority str
 	}
 	dialer := &tls.Dialer{NetDialer: &net.Dialer{Timeout: 15 * time.Second},
 		Config: px.pool.ic.upstreamTLS(strings.Trim(name, "[]"), "http/1.1")}
-	up, err := dialer.DialContext(r.Context(), "tcp", authority)
+	up, err := dialer.DialContext(r.Context(), "tcp", loopbackName(authority))
 	if err != nil {
 		http.Error(w, "gatehouse: the site cannot be reached", http.StatusBadGateway)
 		return

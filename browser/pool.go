@@ -11,7 +11,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -36,12 +35,25 @@ const (
 	MaxReplyBytes = 768 << 10
 )
 
-// launchArgs keep Chromium headless-friendly and quiet. Chromium still makes
-// some background calls despite them; the runtime's proxy listener refuses
-// and records those (proxy.go).
+// launchArgs keep Chromium headless-friendly and quiet, and leave it no way
+// out but the proxy. Chromium still makes some background calls despite
+// them; the runtime's proxy listener refuses and records those (proxy.go).
+//
+//   - --webrtc-ip-handling-policy=disable_non_proxied_udp (Chromium's
+//     WebRTCIPHandlingPolicy) sends no UDP for WebRTC at all: no STUN, no
+//     TURN over UDP, no host candidates; WebRTC may only relay over TCP or
+//     TLS through the proxy, where each tunnel is a connect effect;
+//   - --host-resolver-rules maps every name Chromium would resolve itself
+//     to "not found", so it never asks DNS (prefetch, preconnect, a STUN
+//     server's name); with a proxy it hands names to the proxy, which
+//     resolves only for a request it lets out. The proxy's own address is
+//     an IP, excluded;
+//   - --disable-quic keeps HTTP/3 (UDP) off.
 var launchArgs = []string{
 	"--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
 	"--disable-background-networking", "--disable-component-update", "--disable-sync",
+	"--webrtc-ip-handling-policy=disable_non_proxied_udp",
+	"--host-resolver-rules=MAP * ~NOTFOUND , EXCLUDE 127.0.0.1",
 }
 
 // Decider decides and records one effect, and carries it out through its
@@ -76,6 +88,11 @@ type Config struct {
 	// SendTimeout bounds deciding one send; 0 is 15 s. A send whose
 	// decision does not come in time is aborted in strict mode.
 	SendTimeout time.Duration
+	// SettleQuiet and SettleMax bound the barrier every action that
+	// touches a page ends with: it returns once the run's proxy has seen
+	// no new request for SettleQuiet and every decision under way is
+	// recorded, or after SettleMax. 0 is 250 ms and 2 s.
+	SettleQuiet, SettleMax time.Duration
 	// RetryAfter is how long a browser that failed to start is not tried
 	// again; 0 is 30 s.
 	RetryAfter time.Duration
@@ -170,6 +187,12 @@ func New(cfg Config) *Pool {
 	if cfg.RetryAfter <= 0 {
 		cfg.RetryAfter = 30 * time.Second
 	}
+	if cfg.SettleQuiet <= 0 {
+		cfg.SettleQuiet = 250 * time.Millisecond
+	}
+	if cfg.SettleMax <= 0 {
+		cfg.SettleMax = 2 * time.Second
+	}
 	p := &Pool{cfg: cfg, log: cfg.Logger, now: cfg.Now, sessions: map[string]*session{},
 		stopReaper: make(chan struct{}), reaperDone: make(chan struct{})}
 	if p.log == nil {
@@ -221,10 +244,10 @@ func (p *Pool) Close() error {
 
 	close(p.stopReaper)
 	<-p.reaperDone
-	p.cancel()
 	for _, s := range sessions {
-		s.close()
+		s.close(p.cfg.SettleQuiet, p.cfg.SettleMax)
 	}
+	p.cancel()
 	p.inflight.Wait()
 	var errs []error
 	if br != nil {
@@ -239,15 +262,18 @@ func (p *Pool) Close() error {
 	return errors.Join(errs...)
 }
 
-// CloseRun closes run's context if it has one. The broker's run close should
-// call it; the idle timeout closes contexts whose run never closes.
+// CloseRun closes run's context if it has one, letting its pages leave
+// first: what their pagehide and unload handlers send is decided and
+// recorded under the run before it returns (session.close). The broker's
+// run close calls it; the idle timeout closes contexts whose run never
+// closes.
 func (p *Pool) CloseRun(run string) {
 	p.mu.Lock()
 	s := p.sessions[run]
 	delete(p.sessions, run)
 	p.mu.Unlock()
 	if s != nil {
-		s.close()
+		s.close(p.cfg.SettleQuiet, p.cfg.SettleMax)
 	}
 }
 
@@ -364,210 +390,6 @@ func (p *Pool) start(proxyURL string) (*playwright.Playwright, playwright.Browse
 	return pw, br, nil
 }
 
-// session is one run's BrowserContext and the page the agent drives.
-type session struct {
-	run  string
-	act  sync.Mutex   // serializes the agent's actions on this run
-	busy atomic.Int32 // actions in progress; the reaper skips busy sessions
-	used atomic.Int64 // unix nanoseconds of the last action
-	url  atomic.Pointer[string]
-
-	mu      sync.Mutex         // guards the fields below
-	br      playwright.Browser // the browser the context was made in
-	bctx    playwright.BrowserContext
-	page    playwright.Page     // the page actions act on
-	pages   []playwright.Page   // every page of the context, by index; 0 is the first
-	proxy   *proxy              // the run's proxy listener
-	tokens  map[string]string   // one-time tokens of requests the route handler decided -> "METHOD host"
-	hosts   map[string]struct{} // hosts the agent navigated to (tunnels to them are reads)
-	gotoURL string              // the agent's goto in progress
-	closed  bool
-}
-
-// maxPages bounds the pages a run can address.
-const maxPages = 64
-
-// pageInfo is one of a run's pages, as the pages action lists it.
-type pageInfo struct {
-	Page   int    `json:"page"`
-	URL    string `json:"url"`
-	Closed bool   `json:"closed,omitempty"`
-}
-
-// addPage makes pg addressable (popups the context opens); a page already
-// known, or one past maxPages, is not added.
-func (s *session) addPage(pg playwright.Page) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for _, known := range s.pages {
-		if known == pg {
-			return
-		}
-	}
-	if len(s.pages) < maxPages {
-		s.pages = append(s.pages, pg)
-	}
-}
-
-func (s *session) pageCount() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return len(s.pages)
-}
-
-// pagesSince lists the pages added after the first n.
-func (s *session) pagesSince(n int) []pageInfo {
-	all := s.listPages()
-	if n >= len(all) {
-		return nil
-	}
-	return all[n:]
-}
-
-func (s *session) listPages() []pageInfo {
-	s.mu.Lock()
-	pages := slices.Clone(s.pages)
-	s.mu.Unlock()
-	out := make([]pageInfo, len(pages))
-	for i, pg := range pages {
-		out[i] = pageInfo{Page: i, URL: pg.URL(), Closed: pg.IsClosed()}
-	}
-	return out
-}
-
-func (s *session) currentIndex() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for i, pg := range s.pages {
-		if pg == s.page {
-			return i
-		}
-	}
-	return 0
-}
-
-// pageURL is the URL of page i; false when there is none.
-func (s *session) pageURL(i int) (string, bool) {
-	if s == nil {
-		return "", false
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if i < 0 || i >= len(s.pages) {
-		return "", false
-	}
-	return s.pages[i].URL(), true
-}
-
-// switchTo makes page i the one actions act on.
-func (s *session) switchTo(i int) (playwright.Page, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if i < 0 || i >= len(s.pages) {
-		return nil, fmt.Errorf("%w: the run has %d pages, no page %d", ErrNoPage, len(s.pages), i)
-	}
-	if s.pages[i].IsClosed() {
-		return nil, fmt.Errorf("%w: page %d is closed", ErrNoPage, i)
-	}
-	s.page = s.pages[i]
-	return s.page, nil
-}
-
-// needsBrowser reports whether an action on s would start the browser: no
-// page yet, or the browser it was made in went away.
-func (s *session) needsBrowser() bool {
-	if s == nil {
-		return true
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.page == nil || (s.br != nil && !s.br.IsConnected())
-}
-
-// crashed reports whether the browser s's context was made in went away
-// (Chromium crashed or was killed): the context, its pages, cookies and
-// storage are gone.
-func (s *session) crashed() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.br != nil && !s.br.IsConnected()
-}
-
-// token returns a fresh one-time token for a request the route handler
-// decided.
-func (s *session) token(method, rawURL string) string {
-	t := newToken()
-	s.mu.Lock()
-	if s.tokens == nil {
-		s.tokens = map[string]string{}
-	}
-	if len(s.tokens) < 1<<16 {
-		s.tokens[t] = tokenFor(method, rawURL)
-	}
-	s.mu.Unlock()
-	return t
-}
-
-// spend reports whether t is an unused token of s issued for a request
-// with this method to this host, using it up. A token carried by any
-// other request (a redirect's follow-on to another site, say) does not
-// pass it undecided.
-func (s *session) spend(t, method, rawURL string) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	want, ok := s.tokens[t]
-	delete(s.tokens, t)
-	return ok && want == tokenFor(method, rawURL)
-}
-
-// tokenFor is what a token is bound to: the method and the host.
-func tokenFor(method, rawURL string) string {
-	return strings.ToUpper(method) + " " + strings.ToLower(hostPath(rawURL).host)
-}
-
-// pageHost is the host of the run's top-level page now ("" before one).
-func (s *session) pageHost() string {
-	s.mu.Lock()
-	page := s.page
-	s.mu.Unlock()
-	if page != nil {
-		if h := hostPath(page.URL()).host; h != "" {
-			return h
-		}
-	}
-	return hostPath(s.currentURL()).host
-}
-
-// navigated reports whether the agent navigated the run to host.
-func (s *session) navigated(host string) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	_, ok := s.hosts[host]
-	return ok
-}
-
-// startGoto notes the agent's decided goto: its navigation request is not
-// decided again, and tunnels to its host are reads.
-func (s *session) startGoto(rawURL string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.gotoURL = rawURL
-	if s.hosts == nil {
-		s.hosts = map[string]struct{}{}
-	}
-	if h := tunnelHost(hostPath(rawURL).host); h != "" {
-		s.hosts[h] = struct{}{}
-	}
-}
-
-func (s *session) endGoto() { s.mu.Lock(); s.gotoURL = ""; s.mu.Unlock() }
-
-func (s *session) isAgentGoto(rawURL string) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.gotoURL != "" && s.gotoURL == rawURL
-}
-
 // acquire returns run's session marked busy, making an empty one when create
 // is set and there is none; nil (and nothing to release) otherwise. Marking
 // under p.mu keeps the reaper from closing a session an action is about to
@@ -650,16 +472,26 @@ func (p *Pool) open(s *session) (playwright.Page, error) {
 	ms := float64(p.cfg.ActionTimeout.Milliseconds())
 	bctx.SetDefaultTimeout(ms)
 	bctx.SetDefaultNavigationTimeout(ms)
-	// Strict mode routes every request; report mode only when a scope
-	// names a browser target (so its refusal holds); otherwise the proxy
-	// alone observes.
-	if m := d.Mode(); m == policy.ModeStrict || (m == policy.ModeReport && d.Policy().ScopesNameBrowserTargets()) {
-		err = bctx.Route("**/*", p.route(s))
-	}
-	if err == nil {
-		bctx.OnPage(s.addPage)
-		page, err = bctx.NewPage()
-	}
+	// Nothing is routed through Playwright: the run's proxy listener sees
+	// every request the context makes and decides it (doc.go, "One eye").
+	bctx.OnPage(func(pg playwright.Page) {
+		// A popup opening is a page about to send: the settle barrier
+		// waits for its load (or longLived). The pool's own page (no
+		// opener) is not one.
+		if opener, err := pg.Opener(); err == nil && opener != nil {
+			key := fmt.Sprintf("PAGE %p", pg)
+			s.issue("PAGE", key)
+			pg.OnLoad(func(playwright.Page) { s.arrived("PAGE", key) })
+			pg.OnClose(func(playwright.Page) { s.arrived("PAGE", key) })
+		}
+		s.addPage(pg)
+	})
+	// Chromium's own word on what it sends: the settle barrier waits for
+	// each request it made to reach the proxy (or to finish without it).
+	bctx.OnRequest(func(r playwright.Request) { s.issue(r.Method(), r.URL()) })
+	bctx.OnRequestFinished(func(r playwright.Request) { s.arrived(r.Method(), r.URL()) })
+	bctx.OnRequestFailed(func(r playwright.Request) { s.arrived(r.Method(), r.URL()) })
+	page, err = bctx.NewPage()
 	if err != nil {
 		_ = bctx.Close()
 		px.close()
@@ -676,20 +508,6 @@ func (p *Pool) open(s *session) (playwright.Page, error) {
 	s.mu.Unlock()
 	s.addPage(page)
 	return page, nil
-}
-
-// close closes the session's context; its pages and routes go with it.
-func (s *session) close() {
-	s.mu.Lock()
-	bctx, px := s.bctx, s.proxy
-	s.closed, s.bctx, s.page, s.proxy, s.pages = true, nil, nil, nil, nil
-	s.mu.Unlock()
-	if bctx != nil {
-		_ = bctx.Close()
-	}
-	if px != nil {
-		px.close()
-	}
 }
 
 // reap closes contexts idle for longer than IdleTimeout. It is the pool's
@@ -717,7 +535,7 @@ func (p *Pool) reap() {
 		p.mu.Unlock()
 		for _, s := range idle {
 			p.log.Info("closing idle browser context", "run", s.run)
-			s.close()
+			s.close(p.cfg.SettleQuiet, p.cfg.SettleMax)
 		}
 	}
 }

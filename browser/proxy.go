@@ -4,8 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -23,7 +22,8 @@ import (
 	"github.com/gatehouse/gatehouse/policy"
 )
 
-// The forward proxy: the backstop for what Playwright's routing never sees.
+// The forward proxy: the one place every request of a run's browser is
+// decided (doc.go, "One eye").
 //
 // Every BrowserContext the pool makes is given its own proxy listener on
 // loopback (BrowserNewContextOptions.Proxy), so a request arriving on a
@@ -35,28 +35,32 @@ import (
 // Playwright sends loopback through the proxy too (it adds
 // --proxy-bypass-list=<-loopback>), so test sites on 127.0.0.1 are seen.
 //
-// One decision per request. The route handler (strict mode, or report mode
-// when a scope names a browser target) decides what it sees with the page
-// context it has, and continues every request it decided with a one-time
-// token in decidedHeader; the proxy strips the header and passes a request
-// whose token it finds unused, without deciding it again. A request without
-// a valid token (routing never saw it, or a page forged the header, or a
-// 307 re-sent a decided body elsewhere: tokens are spent on first use) is
-// decided by the proxy under the same rules, with the run's current
-// top-level page as its page host. In report mode without a scope naming a
-// browser target nothing is routed and the proxy alone observes: sends go
-// out at once and are recorded in the background (observed=true).
+// Each request is classified (Pool.classify) against the run's site. A
+// plain read goes out (in strict mode a read of another site first loses
+// its Referer beyond the origin and the cookies that site did not set
+// itself). A request that needs deciding is held until decided in strict
+// mode and answered 403 (204 for a navigation) when refused; in report mode
+// it goes out at once and is recorded in the background (observed=true).
+// A response that redirects is decided at the redirect, for the redirect's
+// target, before Chromium sees it: a refused one is answered in its place,
+// an allowed one's follow-up passes once without a second decision. A CORS
+// preflight to another site no rule allows is answered by the proxy in
+// strict mode, so the request it precedes comes and is decided with its
+// body.
 //
-// CONNECT (HTTPS, WebSocket): in report and strict mode a tunnel that
-// starts with a TLS handshake is intercepted and the requests inside are
-// decided one by one, as above (mitm.go). Any other tunnel (a ws://
-// WebSocket) is decided by host: to the page's own host, or to a host the
-// agent navigated to, it is a plain read; to any other host it is a
+// CONNECT: in report and strict mode a tunnel that starts with a TLS
+// handshake is intercepted, and HTTP inside it is decided request by
+// request as above (mitm.go); anything else inside TLS (TURN over TLS), and
+// any tunnel that is not TLS (a ws:// WebSocket, TURN over TCP), is decided
+// by host: to the run's site it is a read; to any other host it is a
 // "connect" effect, refused in strict mode (browser-send-off-site) unless
 // an effects allow rule names the host, whose outcome, recorded when the
-// tunnel closes, counts and digests the frames the page sent. A wss://
-// handshake inside an intercepted tunnel is decided the same way. Mode off
-// tunnels blind.
+// tunnel closes, counts and digests what the page sent. Mode off tunnels
+// blind.
+//
+// The proxy resolves names only for what it lets out, and never asks DNS
+// about localhost names (RFC 6761): "localhost" and "*.localhost" are
+// 127.0.0.1, as Chromium itself would take them.
 //
 // The runtime's listener refuses everything (403, and CONNECT too). Each
 // request is recorded, in report and strict mode, under a run of its own:
@@ -65,7 +69,6 @@ import (
 // refuses in every mode (browser-background). So the journal names the
 // runtime, never an agent's run, as the one that asked.
 const (
-	decidedHeader = "X-Gatehouse-Decided"
 	// maxHeldBody bounds a body the proxy holds to digest it; a larger one
 	// that needs deciding is refused (413) without leaving.
 	maxHeldBody = 32 << 20
@@ -95,6 +98,23 @@ type proxy struct {
 	wg      sync.WaitGroup // Serve and the tunnels
 }
 
+// fwdKey carries a forwarded request's fwdInfo to Rewrite and
+// ModifyResponse.
+type fwdKey struct{}
+
+// fwdInfo is what the proxy knows of a request it forwards.
+type fwdInfo struct {
+	mode policy.Mode
+	// strip: a plain read of another site in strict mode, sent without
+	// its Referer beyond the origin and the cookies the site did not set.
+	strip bool
+	site  string // the request's host (with port), whose cookies are kept
+	// body is the size and digest of a body the proxy read, for a 307 or
+	// 308 that re-sends it.
+	size   int64
+	digest string
+}
+
 func (p *Pool) newProxy(s *session) (*proxy, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -110,11 +130,17 @@ func (p *Pool) newProxy(s *session) (*proxy, error) {
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.Out.URL = pr.In.URL
 			pr.Out.Host = pr.In.Host
-			pr.Out.Header.Del(decidedHeader)
+			if info, ok := pr.In.Context().Value(fwdKey{}).(*fwdInfo); ok && info.strip && px.s != nil {
+				if ref := pr.Out.Header.Get("Referer"); ref != "" {
+					pr.Out.Header.Set("Referer", originOf(ref))
+				}
+				px.s.siteCookies(info.site, pr.Out.Header)
+			}
 		},
-		Transport:     px.tr,
-		FlushInterval: -1,
-		ErrorLog:      slog.NewLogLogger(p.log.Handler(), slog.LevelDebug),
+		ModifyResponse: px.response,
+		Transport:      px.tr,
+		FlushInterval:  -1,
+		ErrorLog:       slog.NewLogLogger(p.log.Handler(), slog.LevelDebug),
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			// The query is never logged: the host only, and why.
 			p.log.Debug("the browser's proxy could not reach a site", "host", r.URL.Host, "err", err)
@@ -154,10 +180,24 @@ func (px *proxy) close() {
 }
 
 // dial opens the proxy's outbound connections: only for requests that were
-// decided (or are plain reads, which are not decided).
+// decided (or are plain reads, which are not decided). Localhost names are
+// loopback and never asked of DNS (RFC 6761).
 func (px *proxy) dial(ctx context.Context, network, addr string) (net.Conn, error) {
 	d := net.Dialer{Timeout: 15 * time.Second}
-	return d.DialContext(ctx, network, addr)
+	return d.DialContext(ctx, network, loopbackName(addr))
+}
+
+// loopbackName maps "localhost" and "*.localhost" in a host:port to
+// 127.0.0.1.
+func loopbackName(addr string) string {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return addr
+	}
+	if h := strings.ToLower(strings.TrimSuffix(host, ".")); h == "localhost" || strings.HasSuffix(h, ".localhost") {
+		return net.JoinHostPort("127.0.0.1", port)
+	}
+	return addr
 }
 
 func (px *proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -179,8 +219,11 @@ func (px *proxy) serveRequest(w http.ResponseWriter, r *http.Request) {
 		px.background(w, r, r.Method, r.URL.String())
 		return
 	}
-	token := r.Header.Get(decidedHeader)
-	r.Header.Del(decidedHeader)
+	px.s.seen()
+	// In flight from here (so the settle barrier never sees a gap between
+	// Chromium's note of the request and its decision under way).
+	defer px.s.forwarding()()
+	px.s.arrived(r.Method, r.URL.String())
 	d := px.pool.boundDecider()
 	if d == nil {
 		http.Error(w, "gatehouse: not bound", http.StatusForbidden)
@@ -194,20 +237,32 @@ func (px *proxy) serveRequest(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "gatehouse: an upgrade goes through CONNECT", http.StatusBadRequest)
 		return
 	}
+	rawURL := r.URL.String()
 	hasBody := r.Body != nil && r.Body != http.NoBody
+	info := &fwdInfo{mode: mode, site: hostPath(rawURL).host}
 	// The agent's goto passes undecided (it was decided as a navigate), but
 	// only as what it is, a GET: anything sent to its URL is a send.
-	agentGoto := r.Method == http.MethodGet && !hasBody && px.s.isAgentGoto(r.URL.String())
-	if mode == policy.ModeOff || (token != "" && px.s.spend(token, r.Method, r.URL.String())) || agentGoto {
-		px.fwd.ServeHTTP(w, r)
+	agentGoto := r.Method == http.MethodGet && !hasBody && px.s.isAgentGoto(rawURL)
+	if agentGoto {
+		px.s.learnLanguage(r.Header.Get("Accept-Language"))
+	}
+	if mode == policy.ModeOff || agentGoto || px.s.followUp(r.Method, rawURL) {
+		px.forward(w, r, info)
 		return
 	}
-	snd := px.pool.classify(d.Policy(), px.s, r.Method, r.URL.String(), px.s.pageHost(), hasBody)
+	pageHost := px.s.pageHost()
+	if preflight(r) && !strings.EqualFold(info.site, pageHost) {
+		px.preflight(w, r, d, info, pageHost)
+		return
+	}
+	req := request{method: r.Method, url: rawURL, header: r.Header, hasBody: hasBody,
+		preflighted: px.s.preflighted(r.Method, rawURL)}
+	snd := px.pool.classify(d.Policy(), px.s, req, pageHost)
 	if snd == nil {
-		px.fwd.ServeHTTP(w, r)
+		info.strip = mode == policy.ModeStrict && !strings.EqualFold(info.site, pageHost)
+		px.forward(w, r, info)
 		return
 	}
-	snd.via = viaProxy
 	if hasBody {
 		body, err := io.ReadAll(io.LimitReader(r.Body, maxHeldBody+1))
 		if err != nil {
@@ -221,32 +276,150 @@ func (px *proxy) serveRequest(w http.ResponseWriter, r *http.Request) {
 		}
 		if len(body) > 0 {
 			snd.size, snd.digest = int64(len(body)), digest(body)
+			info.size, info.digest = snd.size, snd.digest
 		}
 		r.Body = io.NopCloser(bytes.NewReader(body))
 	}
-	if mode == policy.ModeReport && snd.action == EffectSend && !px.pool.scopesIntercept(d) {
-		// Observed: out at once, recorded in the background.
+	if !px.decide(d, snd) {
+		refuse(w, r)
+		return
+	}
+	px.forward(w, r, info)
+}
+
+// decide decides snd for the run. In report mode a send (unless a scope
+// names a browser target) is observed: it goes out at once and is recorded
+// in the background, and decide returns true. Otherwise the request is
+// held: decide returns whether it was allowed and released. Either way the
+// decision counts as under way for the run's settle barrier until it is
+// recorded.
+func (px *proxy) decide(d Decider, snd *send) bool {
+	if d.Mode() == policy.ModeReport && snd.action == EffectSend && !px.pool.scopesIntercept(d) {
 		if px.pool.enter() {
+			px.s.begin()
 			go func() {
 				defer px.pool.inflight.Done()
+				defer px.s.end()
 				px.pool.proposeSend(snd)
 			}()
 		}
-		px.fwd.ServeHTTP(w, r)
-		return
+		return true
 	}
 	snd.held = true
 	if px.pool.enter() {
+		px.s.begin()
 		px.pool.proposeSend(snd)
+		px.s.end()
 		px.pool.inflight.Done()
 	}
-	if !snd.released.Load() {
-		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		w.WriteHeader(http.StatusForbidden)
-		fmt.Fprintln(w, "gatehouse: refused")
+	return snd.released.Load()
+}
+
+// forward sends r on, with info for the rewrite and the response.
+func (px *proxy) forward(w http.ResponseWriter, r *http.Request, info *fwdInfo) {
+	px.fwd.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), fwdKey{}, info)))
+}
+
+// refuse answers a refused request: 403, and for a navigation a page that
+// says so.
+func refuse(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.WriteHeader(http.StatusForbidden)
+	fmt.Fprintln(w, "gatehouse: refused")
+}
+
+// preflight handles a CORS preflight to a host other than the run's site.
+// The header names it announces mark the request it precedes as carrying
+// headers the page set. In strict mode, unless an allow rule names the
+// target, the proxy answers it itself (allowing exactly what was asked),
+// so the request comes and is decided, and refused, with its body; the
+// site hears nothing. Otherwise the site answers.
+func (px *proxy) preflight(w http.ResponseWriter, r *http.Request, d Decider, info *fwdInfo, pageHost string) {
+	method := strings.ToUpper(r.Header.Get("Access-Control-Request-Method"))
+	rawURL := r.URL.String()
+	px.s.notePreflight(method, rawURL, preflightedHeaders(r))
+	to := hostPath(rawURL)
+	e := policy.Effect{Sink: policy.SinkBrowser, Action: EffectSend, Method: method, Host: to.host, Path: to.path,
+		PageHost: pageHost, Target: to.target()}
+	if d.Mode() == policy.ModeStrict && !d.Policy().BrowserTargetAllowed(e) {
+		h := w.Header()
+		if o := r.Header.Get("Origin"); o != "" {
+			h.Set("Access-Control-Allow-Origin", o)
+			h.Set("Access-Control-Allow-Credentials", "true")
+			h.Set("Vary", "Origin")
+		}
+		h.Set("Access-Control-Allow-Methods", method)
+		if ah := r.Header.Get("Access-Control-Request-Headers"); ah != "" {
+			h.Set("Access-Control-Allow-Headers", ah)
+		}
+		if r.Header.Get("Access-Control-Request-Private-Network") != "" {
+			h.Set("Access-Control-Allow-Private-Network", "true")
+		}
+		h.Set("Access-Control-Max-Age", "0")
+		w.WriteHeader(http.StatusNoContent)
 		return
 	}
-	px.fwd.ServeHTTP(w, r)
+	info.strip = d.Mode() == policy.ModeStrict
+	px.forward(w, r, info)
+}
+
+// response sees every response the proxy forwards: it keeps the cookies
+// the site set, and decides a redirect at the redirect, for its target.
+func (px *proxy) response(resp *http.Response) error {
+	info, _ := resp.Request.Context().Value(fwdKey{}).(*fwdInfo)
+	if px.s == nil || info == nil || info.mode == policy.ModeOff {
+		return nil
+	}
+	px.s.noteCookies(info.site, resp.Cookies())
+	loc := resp.Header.Get("Location")
+	if loc == "" || resp.StatusCode < 300 || resp.StatusCode > 399 || resp.StatusCode == http.StatusNotModified {
+		return nil
+	}
+	target, err := resp.Request.URL.Parse(loc)
+	if err != nil || (target.Scheme != "http" && target.Scheme != "https") {
+		return nil
+	}
+	method, body := resp.Request.Method, info.size > 0
+	switch resp.StatusCode {
+	case http.StatusTemporaryRedirect, http.StatusPermanentRedirect:
+	case http.StatusSeeOther:
+		if method != http.MethodHead {
+			method, body = http.MethodGet, false
+		}
+	default:
+		if method == http.MethodPost {
+			method, body = http.MethodGet, false
+		}
+	}
+	d := px.pool.boundDecider()
+	if d == nil {
+		return nil
+	}
+	header := resp.Request.Header.Clone()
+	for _, h := range []string{"Cookie", "Referer", "Origin", "Authorization", "Content-Type", "Content-Length"} {
+		header.Del(h)
+	}
+	next := target.String()
+	snd := px.pool.classify(d.Policy(), px.s, request{method: method, url: next, header: header, hasBody: body}, px.s.pageHost())
+	if snd == nil {
+		return nil
+	}
+	snd.redirect = true
+	if body {
+		snd.size, snd.digest = info.size, info.digest
+	}
+	if px.decide(d, snd) {
+		px.s.expectFollowUp(method, next)
+		return nil
+	}
+	// Refused at the redirect: Chromium gets the refusal in its place and
+	// never follows it.
+	_ = resp.Body.Close()
+	status, msg := http.StatusForbidden, "gatehouse: refused\n"
+	resp.StatusCode, resp.Status = status, fmt.Sprintf("%d %s", status, http.StatusText(status))
+	resp.Header = http.Header{"Content-Type": {"text/plain; charset=utf-8"}}
+	resp.Body, resp.ContentLength = io.NopCloser(strings.NewReader(msg)), int64(len(msg))
+	return nil
 }
 
 // background refuses a request of the browser's own and records it under
@@ -259,7 +432,7 @@ func (px *proxy) background(w http.ResponseWriter, _ *http.Request, method, rawU
 	if d == nil || d.Mode() == policy.ModeOff || !px.pool.enter() {
 		return
 	}
-	snd := &send{action: policy.BrowserBackground, method: strings.ToUpper(method), to: hostPath(rawURL), via: viaProxy}
+	snd := &send{action: policy.BrowserBackground, method: strings.ToUpper(method), to: hostPath(rawURL)}
 	if method == http.MethodConnect {
 		snd.to = place{host: tunnelHost(rawURL), path: "/"}
 	}
@@ -270,15 +443,15 @@ func (px *proxy) background(w http.ResponseWriter, _ *http.Request, method, rawU
 }
 
 // connect answers a CONNECT. Mode off tunnels it blind. Otherwise a tunnel
-// that starts with a TLS handshake is intercepted (mitm.go) and the
-// requests inside are decided one by one; any other tunnel (a ws://
-// WebSocket) to a host other than the page's or one the agent navigated to
-// is a connect effect, and is closed unless allowed.
+// that starts with a TLS handshake is intercepted (mitm.go); any other
+// tunnel (a ws:// WebSocket, TURN over TCP) to a host other than the run's
+// site is a connect effect, and is closed unless allowed.
 func (px *proxy) connect(w http.ResponseWriter, r *http.Request) {
 	if px.s == nil || browserService(tunnelHost(r.Host)) {
 		px.background(w, r, http.MethodConnect, r.Host)
 		return
 	}
+	px.s.seen()
 	d := px.pool.boundDecider()
 	if d == nil {
 		http.Error(w, "gatehouse: not bound", http.StatusForbidden)
@@ -298,19 +471,30 @@ func (px *proxy) connect(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if first[0] == tlsRecordHandshake {
-		px.release(conn)
-		px.intercept(conn, br, r.Host)
+		px.intercept(d, conn, br, r.Host)
 		return
 	}
-	host := tunnelHost(r.Host)
+	px.connectTunnel(d, conn, br, r.Host, false)
+}
+
+// connectTunnel decides a tunnel whose content is not HTTP the proxy can
+// decide request by request (conn is accepted and tracked): to the run's
+// site it is piped as a read; to any other host it is a connect effect,
+// run by Perform when allowed. tlsUp reaches the site over TLS (the page's
+// side was TLS the proxy terminated).
+func (px *proxy) connectTunnel(d Decider, conn net.Conn, br *bufio.Reader, authority string, tlsUp bool) {
+	host := tunnelHost(authority)
+	if tlsUp {
+		host = hostPath("https://" + authority).host
+	}
 	page := px.s.pageHost()
-	if host == page || px.s.navigated(host) {
-		px.pipe(conn, br, r.Host, nil)
+	if host == page {
+		px.pipe(conn, br, authority, tlsUp, nil)
 		return
 	}
 	snd := &send{run: px.s.run, sess: px.s, action: policy.BrowserConnect, method: http.MethodConnect,
-		to: place{host: host, path: "/"}, pageHost: page, via: viaProxy, held: true, proxy: px,
-		conn: conn, br: br, authority: r.Host}
+		to: connectPlace(d.Policy(), host), pageHost: page, held: true, proxy: px, conn: conn, br: br,
+		authority: authority, tlsUp: tlsUp}
 	if px.pool.enter() {
 		px.pool.proposeTunnel(snd)
 		px.pool.inflight.Done()
@@ -318,6 +502,15 @@ func (px *proxy) connect(w http.ResponseWriter, r *http.Request) {
 	if !snd.released.Load() {
 		px.untrack(conn) // the page sees the tunnel close
 	}
+}
+
+// connectPlace is how a connect's host is named: redacted when its name
+// carries data (classify).
+func connectPlace(pol *policy.Policy, host string) place {
+	if sub, _ := subdomain(hostOnly(host)); len(sub) > pol.Browser().MaxOffSiteNameBytes {
+		host = redactedHost(host)
+	}
+	return place{host: host, path: "/"}
 }
 
 // browserServiceHosts are the hosts of Chromium's own services (autofill,
@@ -373,7 +566,7 @@ func (px *proxy) tunnel(w http.ResponseWriter, r *http.Request, st *tunnelStats)
 	if !ok {
 		return
 	}
-	px.pipe(conn, br, r.Host, st)
+	px.pipe(conn, br, r.Host, false, st)
 }
 
 // accept hijacks a CONNECT, answers 200 and tracks the connection; pair a
@@ -393,10 +586,19 @@ func (px *proxy) accept(w http.ResponseWriter) (net.Conn, *bufio.Reader, bool) {
 	return conn, brw.Reader, true
 }
 
-// pipe connects an accepted tunnel to authority and copies both ways until
-// either side closes; it untracks conn.
-func (px *proxy) pipe(conn net.Conn, br *bufio.Reader, authority string, st *tunnelStats) {
-	up, err := px.dial(context.Background(), "tcp", authority)
+// pipe connects an accepted tunnel to authority (over TLS when tlsUp,
+// verifying the site) and copies both ways until either side closes; it
+// untracks conn.
+func (px *proxy) pipe(conn net.Conn, br *bufio.Reader, authority string, tlsUp bool, st *tunnelStats) {
+	var up net.Conn
+	var err error
+	if tlsUp {
+		name, _, _ := net.SplitHostPort(authority)
+		dialer := &tls.Dialer{NetDialer: &net.Dialer{Timeout: 15 * time.Second}, Config: px.pool.ic.upstreamTLS(strings.Trim(name, "[]"))}
+		up, err = dialer.DialContext(context.Background(), "tcp", loopbackName(authority))
+	} else {
+		up, err = px.dial(context.Background(), "tcp", authority)
+	}
 	if err != nil || !px.also(up) {
 		if up != nil {
 			_ = up.Close()
@@ -513,6 +715,14 @@ func (px *proxy) also(c net.Conn) bool {
 	return true
 }
 
+// retrack tracks c in place of old, a connection it wraps.
+func (px *proxy) retrack(old, c net.Conn) {
+	px.mu.Lock()
+	delete(px.tunnels, old)
+	px.tunnels[c] = struct{}{}
+	px.mu.Unlock()
+}
+
 // release stops tracking an accepted connection without closing it: its
 // new owner (the inner server) closes it.
 func (px *proxy) release(c net.Conn) {
@@ -530,13 +740,6 @@ func (px *proxy) untrack(cs ...net.Conn) {
 	}
 	px.mu.Unlock()
 	px.wg.Done()
-}
-
-// newToken returns a one-time token for a request the route handler decided.
-func newToken() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:])
-	return hex.EncodeToString(b[:])
 }
 
 // scopesIntercept reports whether a scope names a browser target, so even
@@ -591,17 +794,31 @@ func (p *Pool) proposeTunnel(snd *send) {
 	if d == nil {
 		return
 	}
+	snd.sess.begin()
+	snd.ending = snd.sess.end
+	defer snd.finish()
 	p.propose(d, snd, 0)
+}
+
+// finish ends a connect's decision for the run's settle barrier, once.
+func (snd *send) finish() {
+	if f := snd.ending; f != nil {
+		snd.ending = nil
+		f()
+	}
 }
 
 // performTunnel is Perform for an allowed CONNECT.
 func (snd *send) performTunnel(prop *broker.Proposal) (*broker.Performed, error) {
 	snd.released.Store(true)
+	// The decision is on record: the run's settle barrier need not wait
+	// for the tunnel to close.
+	snd.finish()
 	st := &tunnelStats{}
 	if snd.secure {
 		snd.proxy.webSocket(snd.w, snd.r, snd.authority, st)
 	} else {
-		snd.proxy.pipe(snd.conn, snd.br, snd.authority, st)
+		snd.proxy.pipe(snd.conn, snd.br, snd.authority, snd.tlsUp, st)
 	}
 	detail := map[string]string{"method": snd.method, "page_host": snd.pageHost,
 		"sent_bytes": strconv.FormatInt(st.bytes, 10)}

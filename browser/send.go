@@ -13,54 +13,49 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/mxschmitt/playwright-go"
-
 	"github.com/gatehouse/gatehouse/broker"
 	"github.com/gatehouse/gatehouse/broker/journal"
 	"github.com/gatehouse/gatehouse/policy"
 )
 
 // send is one request leaving a run's browser that the pool decides: data
-// going out (a send), a GET carrying data in its query to another site, a
-// read of a target a scope names (decided as a navigate), a CONNECT to
-// another host, or the browser's own traffic. It reaches Describe only
-// through a context value under sendKey, which no code outside this package
-// can set: that is what keeps agents from proposing any of these.
+// going out (a send), a read of another site carrying data in its address
+// or headers, a read of a target a scope names (decided as a navigate), a
+// tunnel to another host, or the browser's own traffic. It reaches Describe
+// only through a context value under sendKey, which no code outside this
+// package can set: that is what keeps agents from proposing any of these.
 type send struct {
 	run      string
 	sess     *session // nil for the runtime's
 	action   string   // EffectSend, EffectNavigate, policy.BrowserConnect, policy.BrowserBackground
 	method   string
-	to       place
+	to       place // as the effect names it: host and path redacted when they carry the data
 	pageHost string
 	size     int64
 	digest   string // "" for no body
-	query    int    // bytes of the query, for a GET decided by its query
+	data     readData
+	offRead  bool // a plain read of another site, decided because off_site_reads is named
 
-	via      sendVia
-	route    playwright.Route // routed: held until decided
-	held     bool             // proxy: held until decided
-	released atomic.Bool      // Perform let the held request go
+	held     bool        // the proxy holds the request until decided
+	released atomic.Bool // Perform let the held request go
+	redirect bool        // decided at a redirect, for the redirect's target
 
-	// A connect: Perform runs the tunnel. For a ws:// tunnel, conn and br
-	// are the accepted CONNECT; for a wss:// handshake from inside an
-	// intercepted tunnel (secure), w and r are the inner request.
+	// A connect: Perform runs the tunnel. For a plain tunnel (ws://, TURN
+	// over TCP), conn and br are the accepted CONNECT; for a wss://
+	// handshake from inside an intercepted tunnel (secure), w and r are the
+	// inner request; for another protocol inside TLS (TURN over TLS), conn
+	// and br are the decrypted tunnel and tlsUp says to reach the site over
+	// TLS.
 	proxy     *proxy
 	authority string // the site's host:port
 	conn      net.Conn
 	br        *bufio.Reader
 	secure    bool
+	tlsUp     bool
+	ending    func() // ends the decision for the settle barrier (finish)
 	w         http.ResponseWriter
 	r         *http.Request
 }
-
-// sendVia says which of the pool's two eyes saw the request.
-type sendVia uint8
-
-const (
-	viaRoute sendVia = iota
-	viaProxy
-)
 
 type sendKey struct{}
 
@@ -68,8 +63,8 @@ type sendKey struct{}
 // informational: Describe builds the effect from the send in the context.
 type sendParams struct {
 	Method     string `json:"method"`
-	URL        string `json:"url"`      // without query or fragment
-	PageURL    string `json:"page_url"` // the page's host and path
+	URL        string `json:"url"`      // host and path as the effect names them, never the query
+	PageURL    string `json:"page_url"` // the page's host
 	BodyDigest string `json:"body_digest,omitempty"`
 	BodySize   int64  `json:"body_size"`
 }
@@ -84,24 +79,58 @@ func carriesData(method string) bool {
 	return true
 }
 
-// classify returns the send a request is decided as, nil for a plain read
-// that is neither decided nor recorded. Under pol: anything but GET, HEAD and
-// OPTIONS is a send, and so is any request with a body (an OPTIONS can
-// carry one); a GET to a host other than pageHost whose query is
-// longer than pol.Browser().MaxOffSiteQueryBytes is a send (the query's size
-// and digest recorded, never its text); a read of a target a scope names is
-// a navigate. The route handler and the proxy both classify with it, so a
-// request either sees is decided alike.
-func (p *Pool) classify(pol *policy.Policy, s *session, method, rawURL, pageHost string, hasBody bool) *send {
-	method = strings.ToUpper(method)
-	to := hostPath(rawURL)
+// request is what classify reads of one request.
+type request struct {
+	method      string
+	url         string // absolute
+	header      http.Header
+	hasBody     bool
+	preflighted []string // header names a CORS preflight announced for it
+}
+
+// classify returns the send a request of s's is decided as, nil for a plain
+// read that is neither decided nor recorded. Under pol: anything but GET,
+// HEAD and OPTIONS is a send, and so is any request with a body; a GET,
+// HEAD or OPTIONS to a host other than pageHost is a send when it carries
+// data (a
+// query, a long path, a long name, a header the page set: readData), or
+// when off_site_reads is named; a read of a target a scope names is a
+// navigate. Only sizes and a digest of what was carried are kept, and a
+// host or path that carried data is redacted (redactedHost, redactedPath).
+func (p *Pool) classify(pol *policy.Policy, s *session, req request, pageHost string) *send {
+	method := strings.ToUpper(req.method)
+	to := hostPath(req.url)
 	snd := &send{run: s.run, sess: s, action: EffectSend, method: method, to: to, pageHost: pageHost}
-	if carriesData(method) || hasBody {
+	if carriesData(method) || req.hasBody {
 		return snd
 	}
-	if method == "GET" && to.host != "" && !strings.EqualFold(to.host, pageHost) {
-		if q := rawQuery(rawURL); len(q) > pol.Browser().MaxOffSiteQueryBytes {
-			snd.query, snd.size, snd.digest = len(q), int64(len(q)), digest([]byte(q))
+	if to.host == "" {
+		return nil
+	}
+	if !strings.EqualFold(to.host, pageHost) { // GET, HEAD or OPTIONS without a body
+		b := pol.Browser()
+		rd := &snd.data
+		if q := rawQuery(req.url); len(q) > b.MaxOffSiteQueryBytes {
+			rd.query = len(q)
+			rd.parts = append(rd.parts, "?"+q)
+		}
+		if len(to.path) > b.MaxOffSitePathBytes {
+			rd.path = len(to.path)
+			rd.parts = append(rd.parts, to.path)
+			snd.to.path = redactedPath
+		}
+		if sub, _ := subdomain(hostOnly(to.host)); len(sub) > b.MaxOffSiteNameBytes {
+			rd.name = len(sub)
+			rd.parts = append(rd.parts, sub)
+			snd.to.host = redactedHost(to.host)
+		}
+		rd.header = pageHeaders(req.header, s.browserLanguage(), req.preflighted, &rd.parts)
+		if rd.any() {
+			snd.size, snd.digest = rd.size(), digest([]byte(strings.Join(rd.parts, "\n")))
+			return snd
+		}
+		if b.OffSiteReads == policy.OffSiteReadsNamed {
+			snd.offRead = true
 			return snd
 		}
 	}
@@ -121,102 +150,13 @@ func rawQuery(rawURL string) string {
 	return u.RawQuery
 }
 
-// route is the handler for every request of s's context, installed in
-// strict mode and in report mode when a scope names a browser target. A
-// plain read continues at once. A request classify decides is held until
-// its decision: released with a one-time token the proxy honours (so it is
-// not decided twice), aborted otherwise.
-func (p *Pool) route(s *session) func(playwright.Route) {
-	return func(r playwright.Route) {
-		req := r.Request()
-		d := p.boundDecider()
-		if d == nil {
-			_ = r.Abort("blockedbyclient")
-			return
-		}
-		// The agent's goto (a GET) was decided as a navigate; a form posted
-		// to its URL meanwhile is a send like any other.
-		if req.Method() == "GET" && s.isAgentGoto(req.URL()) && req.IsNavigationRequest() {
-			p.continueDecided(s, r)
-			return
-		}
-		pageHost := framePageHost(req)
-		if pageHost == "" {
-			pageHost = s.pageHost()
-		}
-		body, _ := req.PostDataBuffer()
-		snd := p.classify(d.Policy(), s, req.Method(), req.URL(), pageHost, len(body) > 0)
-		if snd == nil {
-			_ = r.Continue()
-			return
-		}
-		if len(body) > 0 {
-			snd.size, snd.digest = int64(len(body)), digest(body)
-		}
-		snd.via, snd.route = viaRoute, r
-		if p.enter() {
-			p.proposeSend(snd)
-			p.inflight.Done()
-		}
-		if !snd.released.Load() {
-			_ = r.Abort("blockedbyclient")
-		}
-	}
-}
-
-// continueDecided continues r, decided, so the proxy does not decide it
-// again.
-func (p *Pool) continueDecided(s *session, r playwright.Route) error {
-	return r.Continue(decidedOptions(s, r.Request()))
-}
-
-// decidedOptions continue a decided request with a fresh one-time token
-// the proxy strips and spends, so it is not decided again. An https request
-// gets one too: whenever routing is on (report or strict mode) the proxy
-// intercepts every TLS tunnel (mitm.go), so no token reaches a site.
-func decidedOptions(s *session, req playwright.Request) playwright.RouteContinueOptions {
-	if !strings.HasPrefix(req.URL(), "http:") && !strings.HasPrefix(req.URL(), "https:") {
-		return playwright.RouteContinueOptions{}
-	}
-	h := req.Headers()
-	h[decidedHeader] = s.token(req.Method(), req.URL())
-	return playwright.RouteContinueOptions{Headers: h}
-}
-
-// framePageHost is the host of the top-level page req's frame belongs to,
-// following openers past about:blank popups; "" when there is none. A panic
-// in a route handler would break the driver connection for every run, so a
-// request Playwright cannot place counts as having no frame.
-func framePageHost(req playwright.Request) (host string) {
-	defer func() {
-		if recover() != nil {
-			host = ""
-		}
-	}()
-	f := req.Frame()
-	if f == nil {
-		return ""
-	}
-	for pg, i := f.Page(), 0; pg != nil && i < 8; i++ {
-		if host = hostPath(pg.URL()).host; host != "" {
-			return host
-		}
-		next, err := pg.Opener()
-		if err != nil || next == nil {
-			return ""
-		}
-		pg = next
-	}
-	return ""
-}
-
 // proposeSend has the broker decide snd, record it and, when allowed, carry
 // it out through Perform. The caller has entered the pool. An unbound pool
-// decides nothing, and a held send is aborted.
+// decides nothing, and a held send is refused.
 func (p *Pool) proposeSend(snd *send) {
 	d := p.boundDecider()
 	if d == nil {
-		p.log.Error("send aborted: the browser pool is not bound to a broker", "run", snd.run)
+		p.log.Error("send refused: the browser pool is not bound to a broker", "run", snd.run)
 		return
 	}
 	p.propose(d, snd, p.cfg.SendTimeout)
@@ -261,8 +201,16 @@ func (p *Pool) describeSend(ctx context.Context, run *broker.Run, req *broker.Ef
 	switch {
 	case snd.action == policy.BrowserBackground:
 		e.Origin = policy.OriginRuntime
-	case snd.query > 0:
-		e.Values = map[string]string{policy.BrowserQueryBytes: strconv.Itoa(snd.query)}
+	case snd.data.any():
+		e.Values = map[string]string{}
+		for key, n := range map[string]int{policy.BrowserQueryBytes: snd.data.query, policy.BrowserPathBytes: snd.data.path,
+			policy.BrowserNameBytes: snd.data.name, policy.BrowserHeaderBytes: snd.data.header} {
+			if n > 0 {
+				e.Values[key] = strconv.Itoa(n)
+			}
+		}
+	case snd.offRead:
+		e.Values = map[string]string{policy.BrowserOffSiteRead: "true"}
 	case snd.action == EffectSend && snd.size > 0 && !carriesData(snd.method):
 		e.Values = map[string]string{policy.BrowserBodyBytes: strconv.FormatInt(snd.size, 10)}
 	}
@@ -274,19 +222,13 @@ func (snd *send) perform(prop *broker.Proposal) (*broker.Performed, error) {
 	if snd.action == policy.BrowserConnect {
 		return snd.performTunnel(prop)
 	}
-	detail := map[string]string{"method": snd.method, "page_host": snd.pageHost}
-	if snd.via == viaProxy {
-		detail["via"] = "proxy"
+	detail := map[string]string{"method": snd.method, "page_host": snd.pageHost, "via": "proxy"}
+	if snd.redirect {
+		detail["redirect"] = "true"
 	}
-	switch {
-	case snd.route != nil:
-		if err := snd.route.Continue(decidedOptions(snd.sess, snd.route.Request())); err != nil {
-			return nil, fmt.Errorf("%w: the page went away before the send was released: %v", ErrAction, err)
-		}
-		snd.released.Store(true)
-	case snd.held:
+	if snd.held {
 		snd.released.Store(true) // the proxy forwards it when Propose returns
-	default:
+	} else {
 		detail["observed"] = strconv.FormatBool(true)
 	}
 	return &broker.Performed{Result: journal.Result{Status: "ok", Size: prop.Size, Digest: prop.Digest, Detail: detail}}, nil

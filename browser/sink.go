@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/mxschmitt/playwright-go"
 
@@ -120,13 +121,20 @@ func (p *Pool) Describe(ctx context.Context, run *broker.Run, req *broker.Effect
 			return nil, fmt.Errorf("%w: %w", broker.ErrSinkUnavailable, err)
 		}
 	}
-	page := hostPath(p.lookup(run.ID).currentURL())
+	sess := p.lookup(run.ID)
+	var rules policy.BrowserRules
+	if d := p.boundDecider(); d != nil {
+		rules = d.Policy().Browser()
+	} else {
+		rules = (*policy.Policy)(nil).Browser()
+	}
+	page := pagePlace(&rules, sess.runSite(), hostPath(sess.currentURL()))
 	e := policy.Effect{Sink: policy.SinkBrowser, Action: a.name, Origin: req.Origin, Tool: req.Tool,
 		Target: page.target(), Host: page.host, PageHost: page.host, Path: page.path}
 	if a.name == ActionSwitch {
 		// The target is the page switched to.
-		if u, ok := p.lookup(run.ID).pageURL(a.page); ok {
-			to := hostPath(u)
+		if u, ok := sess.pageURL(a.page); ok {
+			to := pagePlace(&rules, sess.runSite(), hostPath(u))
 			e.Target, e.Host, e.Path = to.target(), to.host, to.path
 		}
 	}
@@ -273,6 +281,8 @@ func (p *Pool) perform(ctx context.Context, r *broker.Run, req *broker.EffectReq
 		p.CloseRun(run)
 		return nil, ErrRestarted
 	}
+	// What earlier actions set off is on record before this one acts.
+	s.settle(p.cfg.SettleQuiet, p.cfg.SettleMax, time.Time{})
 	switch a.name {
 	case ActionPages:
 		return reply(map[string]any{"pages": s.listPages(), "current": s.currentIndex()}, nil)
@@ -286,13 +296,18 @@ func (p *Pool) perform(ctx context.Context, r *broker.Run, req *broker.EffectReq
 	}
 	before := s.pageCount()
 	defer func() { s.setURL(page.URL()) }()
+	if touches(a.name) {
+		// What this action sets off is decided and on record before it
+		// returns (session.settle).
+		defer func() { s.settle(p.cfg.SettleQuiet, p.cfg.SettleMax, time.Now()) }()
+	}
 
 	failed := func(err error) error { return fmt.Errorf("%w: %s: %v", ErrAction, a.name, err) }
 	switch a.name {
 	case ActionGoto:
 		s.startGoto(a.url)
 		resp, err := page.Goto(a.url)
-		s.endGoto()
+		s.endGoto(page.URL())
 		if err != nil {
 			return nil, failed(err)
 		}
@@ -341,6 +356,16 @@ func (p *Pool) perform(ctx context.Context, r *broker.Run, req *broker.EffectReq
 		out["opened"] = opened
 	}
 	return reply(out, nil)
+}
+
+// touches reports whether an action can set the page sending: the ones
+// that end with the settle barrier.
+func touches(action string) bool {
+	switch action {
+	case ActionGoto, ActionClick, ActionFill, ActionSelect, ActionPress:
+		return true
+	}
+	return false
 }
 
 // reply is a result without content of its own.

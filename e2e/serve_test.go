@@ -170,7 +170,7 @@ func firstRun(t *testing.T, s *server) string {
 	}
 	getReq := func(u string) *http.Request { r, _ := http.NewRequest(http.MethodGet, u, nil); return r }
 
-	if code, body := fetch(getReq(s.ep.HTTP + "/")); code != http.StatusOK || !strings.Contains(body, "No user exists yet") {
+	if code, body := fetch(getReq(s.ep.HTTP + "/")); code != http.StatusOK || !strings.Contains(body, `data-testid="setup-howto"`) {
 		t.Fatalf("GET / on a fresh serve: %d\n%s", code, body)
 	}
 	link := setupLink.FindString(s.out.String())

@@ -249,6 +249,15 @@ func (d *decider) needApproval(need ApprovalNeed, detail string) {
 	d.add(RefuseApprovalMissing, need.Rule, detail, false)
 }
 
+// assuranceAtLeast is ", assurance at least X" for a rule that asks one,
+// "" for one that does not.
+func assuranceAtLeast(a string) string {
+	if a == "" {
+		return ""
+	}
+	return fmt.Sprintf(", assurance at least %q", a)
+}
+
 func roleList(r []string) string {
 	if len(r) == 0 {
 		return "any reviewer"
@@ -272,8 +281,8 @@ func (d *decider) approvals() {
 		if !r.m.matches(d) {
 			continue
 		}
-		d.needApproval(r.need, fmt.Sprintf("Approvals rule %q (approvals[%d]) needs a person's approval (%s, assurance at least %q) before this happens.",
-			strings.TrimPrefix(r.need.Rule, "approval:"), r.index, roleList(r.need.Roles), r.need.Assurance))
+		d.needApproval(r.need, fmt.Sprintf("Approvals rule %q (approvals[%d]) needs a person's approval (%s%s) before this happens.",
+			strings.TrimPrefix(r.need.Rule, "approval:"), r.index, roleList(r.need.Roles), assuranceAtLeast(r.need.Assurance)))
 		return
 	}
 }

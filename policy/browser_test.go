@@ -21,6 +21,10 @@ browser:
 	if err != nil {
 		t.Fatal(err)
 	}
+	named, err := Parse("rules.yaml", []byte("effects:\n  - name: cdn\n    decision: allow\n    match: {sink: browser, target: \"cdn.example/**\"}\nbrowser:\n  off_site_reads: named\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
 	send := func(action, method, host, page string, query int) Effect {
 		e := Effect{Sink: SinkBrowser, Action: action, Method: method, Host: host, PageHost: page, Path: "/x", Target: host + "/x"}
 		if query > 0 {
@@ -43,8 +47,17 @@ browser:
 		{"off-site post, allowed", p, ModeStrict, send(BrowserSend, "POST", "api.example.com", "shop.example", 0), VerdictAllow, "", "allow-api"},
 		{"off-site get, long query", p, ModeStrict, send(BrowserSend, "GET", "evil.example", "shop.example", 101), VerdictRefuse, RefuseBrowserQueryOffSite, ""},
 		{"off-site get, query at the limit", p, ModeStrict, send(BrowserSend, "GET", "evil.example", "shop.example", 100), VerdictAllow, "", ""},
-		{"off-site get, default limit", Default(), ModeStrict, send(BrowserSend, "GET", "evil.example", "shop.example", 1000), VerdictAllow, "", ""},
-		{"off-site get, over the default", Default(), ModeStrict, send(BrowserSend, "GET", "evil.example", "shop.example", DefaultMaxOffSiteQueryBytes+1), VerdictRefuse, RefuseBrowserQueryOffSite, ""},
+		{"off-site get, any query by default", Default(), ModeStrict, send(BrowserSend, "GET", "evil.example", "shop.example", 1), VerdictRefuse, RefuseBrowserQueryOffSite, ""},
+		{"off-site get, any query by default, report", Default(), ModeReport, send(BrowserSend, "GET", "evil.example", "shop.example", 1), VerdictAllow, RefuseBrowserQueryOffSite, ""},
+		{"off-site get, long path", Default(), ModeStrict, withValue(send(BrowserSend, "GET", "evil.example", "shop.example", 0), BrowserPathBytes, DefaultMaxOffSitePathBytes+1), VerdictRefuse, RefuseBrowserDataOffSite, ""},
+		{"off-site get, path at the limit", Default(), ModeStrict, withValue(send(BrowserSend, "GET", "evil.example", "shop.example", 0), BrowserPathBytes, DefaultMaxOffSitePathBytes), VerdictAllow, "", ""},
+		{"off-site get, data in the name", Default(), ModeStrict, withValue(send(BrowserSend, "GET", "*.evil.example", "shop.example", 0), BrowserNameBytes, DefaultMaxOffSiteNameBytes+1), VerdictRefuse, RefuseBrowserDataOffSite, ""},
+		{"off-site get, headers the page set", Default(), ModeStrict, withValue(send(BrowserSend, "GET", "evil.example", "shop.example", 0), BrowserHeaderBytes, 9), VerdictRefuse, RefuseBrowserDataOffSite, ""},
+		{"off-site get, query and headers", Default(), ModeStrict, withValue(send(BrowserSend, "GET", "evil.example", "shop.example", 3), BrowserHeaderBytes, 9), VerdictRefuse, RefuseBrowserQueryOffSite, ""},
+		{"off-site get, unreadable size", Default(), ModeStrict, withRaw(send(BrowserSend, "GET", "evil.example", "shop.example", 0), BrowserPathBytes, "lots"), VerdictRefuse, RefuseBrowserDataOffSite, ""},
+		{"off-site plain read, reads plain", Default(), ModeStrict, withRaw(send(BrowserSend, "GET", "evil.example", "shop.example", 0), BrowserOffSiteRead, "true"), VerdictAllow, "", ""},
+		{"off-site plain read, reads named", named, ModeStrict, withRaw(send(BrowserSend, "GET", "evil.example", "shop.example", 0), BrowserOffSiteRead, "true"), VerdictRefuse, RefuseBrowserDataOffSite, ""},
+		{"off-site plain read, reads named, allowed", named, ModeStrict, withRaw(send(BrowserSend, "GET", "cdn.example", "shop.example", 0), BrowserOffSiteRead, "true"), VerdictAllow, "", "cdn"},
 		{"same-site get, long query", p, ModeStrict, send(BrowserSend, "GET", "shop.example", "shop.example", 5000), VerdictAllow, "", ""},
 		{"off-site get, long query, allowed", p, ModeStrict, send(BrowserSend, "GET", "api.example.com", "shop.example", 5000), VerdictAllow, "", "allow-api"},
 		{"connect off-site", p, ModeStrict, send(BrowserConnect, "CONNECT", "evil.example", "shop.example", 0), VerdictRefuse, RefuseBrowserSendOffSite, ""},
@@ -101,15 +114,50 @@ func TestBrowserSection(t *testing.T) {
 		"browser:\n  max_off_site_query_bytes: lots\n",
 		"browser:\n  max_query: 10\n",
 		"browser: []\n",
+		"browser:\n  max_off_site_path_bytes: -3\n",
+		"browser:\n  max_off_site_name_bytes: x\n",
+		"browser:\n  off_site_reads: some\n",
 	} {
 		if _, err := Parse("rules.yaml", []byte(bad)); err == nil {
 			t.Errorf("%q loaded", bad)
 		}
 	}
-	p, err := Parse("rules.yaml", []byte("browser:\n  max_off_site_query_bytes: 0\n"))
-	if err != nil || p.Browser().MaxOffSiteQueryBytes != 0 {
+	p, err := Parse("rules.yaml", []byte("browser:\n  max_off_site_query_bytes: 64\n  max_off_site_path_bytes: 200\n  max_off_site_name_bytes: 8\n  off_site_reads: named\n"))
+	if err != nil || p.Browser() != (BrowserRules{MaxOffSiteQueryBytes: 64, MaxOffSitePathBytes: 200, MaxOffSiteNameBytes: 8, OffSiteReads: OffSiteReadsNamed}) {
 		t.Fatalf("%v %+v", err, p.Browser())
 	}
+	p, err = Parse("rules.yaml", []byte("browser:\n  max_off_site_query_bytes: 10\n"))
+	if err != nil || p.Browser().MaxOffSitePathBytes != DefaultMaxOffSitePathBytes || p.Browser().OffSiteReads != OffSiteReadsPlain {
+		t.Fatalf("unset keys keep their defaults: %v %+v", err, p.Browser())
+	}
+	if Default().Browser() != (BrowserRules{MaxOffSiteQueryBytes: 0, MaxOffSitePathBytes: 128, MaxOffSiteNameBytes: 24, OffSiteReads: OffSiteReadsPlain}) {
+		t.Fatalf("defaults = %+v", Default().Browser())
+	}
+}
+
+// TestBrowserTargetAllowed: whether an allow rule with a target lifts the
+// off-site refusal, as a preflight asks.
+func TestBrowserTargetAllowed(t *testing.T) {
+	p, err := Parse("rules.yaml", []byte("effects:\n  - name: api\n    decision: allow\n    match: {sink: browser, target: \"api.example/**\"}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := func(host string) Effect {
+		return Effect{Sink: SinkBrowser, Action: BrowserSend, Method: "PUT", Host: host, PageHost: "shop.example", Path: "/x", Target: host + "/x"}
+	}
+	if !p.BrowserTargetAllowed(e("api.example")) || p.BrowserTargetAllowed(e("evil.example")) || Default().BrowserTargetAllowed(e("api.example")) || (*Policy)(nil).BrowserTargetAllowed(e("api.example")) {
+		t.Fatal("BrowserTargetAllowed")
+	}
+}
+
+func withValue(e Effect, key string, n int) Effect { return withRaw(e, key, strconv.Itoa(n)) }
+
+func withRaw(e Effect, key, v string) Effect {
+	if e.Values == nil {
+		e.Values = map[string]string{}
+	}
+	e.Values[key] = v
+	return e
 }
 
 // withBody marks e as carrying a body of n bytes (an OPTIONS can).

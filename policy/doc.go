@@ -107,9 +107,13 @@
 // runs confined.
 //
 // Browser: browser-send-off-site for a "send" whose method is not GET, HEAD
-// or OPTIONS (or that carries a body, Values[BrowserBodyBytes]), to a Host
-// other than PageHost (compared ignoring case; an empty
-// PageHost matches no host).
+// or OPTIONS (or that carries a body, Values[BrowserBodyBytes]), or for a
+// "connect", to a Host other than PageHost (compared ignoring case; an
+// empty PageHost matches no host); for a read (GET, HEAD) to such a host,
+// browser-query-off-site when Values[BrowserQueryBytes] is over the browser
+// section's max_off_site_query_bytes (0 by default: any query), else
+// browser-data-off-site when its path, name or page-set header bytes are
+// over their limits, or when off_site_reads is named (browser.go).
 //
 // MCP tool calls (sink mcp): ungrounded as for provider calls, when the
 // grounding rule that matched the call has failures; tool-changed when Effect.Unpinned is set, the
@@ -128,7 +132,8 @@
 // effect it let through:
 //   - mutation-without-atom, by the first matching allow rule in rules;
 //   - unconfined-execution, by the first matching allow rule in effects;
-//   - browser-send-off-site, by the first matching allow rule in effects
+//   - browser-send-off-site, browser-query-off-site and
+//     browser-data-off-site, by the first matching allow rule in effects
 //     that has a target.
 //
 // Nothing a deployment writes lifts a mandate or scope finding, a card

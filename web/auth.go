@@ -1,18 +1,19 @@
 package web
 
 import (
+	"context"
 	"crypto/rand"
 	"crypto/subtle"
 	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
 	"net/http"
 	"net/url"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/labstack/echo/v4"
-
-	"github.com/gatehouse/gatehouse/dashboard"
 )
 
 // Cookie names.
@@ -27,8 +28,9 @@ const (
 // AssurancePassword is the assurance of a password login.
 const AssurancePassword = "password"
 
-// Session is one signed-in user. Its id is 32 random bytes; it lives in
-// memory only, so a restart signs everyone out.
+// Session is one signed-in user. Its id is 32 random bytes; the
+// StateStore keeps it under the SHA-256 of the id, so sessions survive a
+// restart and are shared by every dashboard process on that store.
 type Session struct {
 	ID        string
 	User      User
@@ -37,10 +39,31 @@ type Session struct {
 	Expires   time.Time
 }
 
-// sessions is the in-memory session table. Safe for concurrent use.
+// sessionRecord is a Session as stored: the user without credentials, and
+// the stamp of the credentials it signed in with (Users.Current).
+type sessionRecord struct {
+	Name         string    `json:"name"`
+	Roles        []Role    `json:"roles"`
+	Tenant       string    `json:"tenant,omitempty"`
+	Stamp        string    `json:"stamp"`
+	TOTPEnrolled bool      `json:"totp,omitempty"`
+	Assurance    string    `json:"assurance"`
+	Created      time.Time `json:"created"`
+	Expires      time.Time `json:"exp"`
+}
+
+func recordOf(u User) sessionRecord {
+	return sessionRecord{Name: u.Name, Roles: u.Roles, Tenant: u.Tenant, Stamp: u.stamp, TOTPEnrolled: u.TOTPEnrolled}
+}
+
+func (r sessionRecord) user() User {
+	return User{Name: r.Name, Roles: r.Roles, Tenant: r.Tenant, TOTPEnrolled: r.TOTPEnrolled, stamp: r.Stamp}
+}
+
+// sessions is the session table over a StateStore. Safe for concurrent
+// use, by any number of processes sharing the store.
 type sessions struct {
-	mu  sync.Mutex
-	m   map[string]*Session
+	st  StateStore
 	ttl time.Duration
 	now func() time.Time
 }
@@ -51,94 +74,53 @@ func randomToken() string {
 	return base64.RawURLEncoding.EncodeToString(b)
 }
 
-func (s *sessions) create(u User, assurance string) *Session {
-	now := s.now()
+// validToken reports whether s can be a token randomToken made, so
+// anything else is refused without a store lookup.
+func validToken(s string) bool {
+	if len(s) != 43 {
+		return false
+	}
+	_, err := base64.RawURLEncoding.DecodeString(s)
+	return err == nil
+}
+
+func (s *sessions) create(ctx context.Context, u User, assurance string) (*Session, error) {
+	now := s.now().UTC()
 	ss := &Session{ID: randomToken(), User: u, Assurance: assurance, Created: now, Expires: now.Add(s.ttl)}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for id, x := range s.m { // sweep expired ones while here
-		if now.After(x.Expires) {
-			delete(s.m, id)
-		}
+	rec := recordOf(u)
+	rec.Assurance, rec.Created, rec.Expires = assurance, ss.Created, ss.Expires
+	b, _ := json.Marshal(rec)
+	if _, err := s.st.Create(ctx, stateKey("s", ss.ID), b, s.ttl); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrStateStore, err)
 	}
-	s.m[ss.ID] = ss
-	return ss
+	return ss, nil
 }
 
-func (s *sessions) get(id string) *Session {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	ss := s.m[id]
-	if ss == nil {
-		return nil
+// get returns the session of id, nil when there is none (or it expired);
+// an error when the store cannot say.
+func (s *sessions) get(ctx context.Context, id string) (*Session, error) {
+	if !validToken(id) {
+		return nil, nil
 	}
-	if s.now().After(ss.Expires) {
-		delete(s.m, id)
-		return nil
+	b, _, err := s.st.Get(ctx, stateKey("s", id))
+	if errors.Is(err, ErrNoState) {
+		return nil, nil
 	}
-	return ss
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrStateStore, err)
+	}
+	var rec sessionRecord
+	if json.Unmarshal(b, &rec) != nil || !s.now().Before(rec.Expires) {
+		_ = s.st.Delete(ctx, stateKey("s", id))
+		return nil, nil
+	}
+	return &Session{ID: id, User: rec.user(), Assurance: rec.Assurance, Created: rec.Created, Expires: rec.Expires}, nil
 }
 
-func (s *sessions) drop(id string) {
-	s.mu.Lock()
-	delete(s.m, id)
-	s.mu.Unlock()
-}
-
-// limiter counts failed logins per key (name, and client address) and
-// refuses after max failures within window.
-type limiter struct {
-	mu     sync.Mutex
-	fails  map[string][]time.Time
-	max    int
-	window time.Duration
-	now    func() time.Time
-}
-
-func (l *limiter) blocked(keys ...string) bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	now := l.now()
-	for _, k := range keys {
-		recent := l.fails[k][:0]
-		for _, t := range l.fails[k] {
-			if now.Sub(t) < l.window {
-				recent = append(recent, t)
-			}
-		}
-		l.fails[k] = recent
-		if len(recent) >= l.max {
-			return true
-		}
+func (s *sessions) drop(ctx context.Context, id string) {
+	if validToken(id) {
+		_ = s.st.Delete(ctx, stateKey("s", id))
 	}
-	return false
-}
-
-// limiterSweepAt is the table size at which fail drops keys whose
-// failures are all older than the window, so names tried once and never
-// again do not grow it without bound.
-const limiterSweepAt = 4096
-
-func (l *limiter) fail(keys ...string) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	now := l.now()
-	if len(l.fails) >= limiterSweepAt {
-		for k, ts := range l.fails {
-			if len(ts) == 0 || now.Sub(ts[len(ts)-1]) >= l.window {
-				delete(l.fails, k)
-			}
-		}
-	}
-	for _, k := range keys {
-		l.fails[k] = append(l.fails[k], now)
-	}
-}
-
-func (l *limiter) reset(key string) {
-	l.mu.Lock()
-	delete(l.fails, key)
-	l.mu.Unlock()
 }
 
 // csrfToken returns the visitor's CSRF token, setting the cookie when it is
@@ -149,7 +131,7 @@ func (a *app) csrfToken(c echo.Context) string {
 	if v, ok := c.Get("csrf").(string); ok {
 		return v
 	}
-	if ck, err := c.Cookie(csrfCookie); err == nil && len(ck.Value) == 43 {
+	if ck, err := c.Cookie(csrfCookie); err == nil && validToken(ck.Value) {
 		c.Set("csrf", ck.Value)
 		return ck.Value
 	}
@@ -158,13 +140,16 @@ func (a *app) csrfToken(c echo.Context) string {
 
 func (a *app) newCSRF(c echo.Context) string {
 	tok := randomToken()
-	c.SetCookie(&http.Cookie{Name: csrfCookie, Value: tok, Path: "/", HttpOnly: true, Secure: a.cfg.SecureCookies, SameSite: http.SameSiteStrictMode})
+	c.SetCookie(&http.Cookie{Name: csrfCookie, Value: tok, Path: "/", HttpOnly: true, Secure: a.secure(c), SameSite: http.SameSiteStrictMode})
 	c.Set("csrf", tok)
 	return tok
 }
 
 // checkCSRF refuses (403) a state-changing request whose token does not
-// match its cookie, or whose Origin is another site.
+// match its cookie, or whose Origin is another site. POST /checkpoint is
+// let through without a token while no dashboard user exists (there is no
+// session a forged request could ride; `gatehouse checkpoint` sends
+// people there with curl), still only from this site's Origin.
 func (a *app) checkCSRF(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		switch c.Request().Method {
@@ -175,6 +160,11 @@ func (a *app) checkCSRF(next echo.HandlerFunc) echo.HandlerFunc {
 			u, err := url.Parse(o)
 			if err != nil || !strings.EqualFold(u.Host, c.Request().Host) {
 				return echo.NewHTTPError(http.StatusForbidden, "cross-site request refused")
+			}
+		}
+		if c.Path() == "/checkpoint" {
+			if empty, err := a.cfg.Users.Empty(); err == nil && empty {
+				return next(c)
 			}
 		}
 		ck, err := c.Cookie(csrfCookie)
@@ -189,7 +179,8 @@ func (a *app) checkCSRF(next echo.HandlerFunc) echo.HandlerFunc {
 	}
 }
 
-// session returns the request's session, or nil.
+// session returns the request's session, or nil. A store that cannot be
+// read counts as no session (fail closed) and is logged.
 func (a *app) session(c echo.Context) *Session {
 	if ss, ok := c.Get("session").(*Session); ok {
 		return ss
@@ -198,10 +189,16 @@ func (a *app) session(c echo.Context) *Session {
 	if err != nil {
 		return nil
 	}
-	ss := a.sessions.get(ck.Value)
+	ctx := c.Request().Context()
+	ss, err := a.sessions.get(ctx, ck.Value)
+	if err != nil {
+		a.log().Error("session store", "err", err)
+		c.Set("sessionErr", err)
+		return nil
+	}
 	if ss != nil && !a.cfg.Users.Current(ss.User) {
 		// Removed or changed since sign-in: the session ends now.
-		a.sessions.drop(ck.Value)
+		a.sessions.drop(ctx, ck.Value)
 		ss = nil
 	}
 	if ss != nil {
@@ -211,33 +208,29 @@ func (a *app) session(c echo.Context) *Session {
 }
 
 // requireRole lets through a signed-in user holding one of roles; others
-// are sent to the login page (GET) or refused 401/403.
+// are sent to the login page (GET) or refused 401/403. An htmx request
+// without a session gets 401 with HX-Trigger "gh-signed-out", which the
+// page turns into its sign-in banner.
 func (a *app) requireRole(roles ...Role) echo.MiddlewareFunc {
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
 			ss := a.session(c)
 			if ss == nil {
-				if c.Request().Method == http.MethodGet && c.Request().Header.Get("HX-Request") == "" {
+				if c.Request().Method == http.MethodGet && c.Request().Header.Get("HX-Request") == "" &&
+					c.Request().Header.Get("Accept") != "text/event-stream" {
 					return c.Redirect(http.StatusSeeOther, "/login?next="+url.QueryEscape(c.Request().URL.RequestURI()))
 				}
-				return echo.NewHTTPError(http.StatusUnauthorized, "sign in first")
+				c.Response().Header().Set("HX-Trigger", "gh-signed-out")
+				return echo.NewHTTPError(http.StatusUnauthorized, "Your session has ended: sign in again.")
 			}
 			for _, r := range roles {
 				if ss.User.Has(r) {
 					return next(c)
 				}
 			}
-			return echo.NewHTTPError(http.StatusForbidden, "your role does not allow this page")
+			return echo.NewHTTPError(http.StatusForbidden, "Your role does not allow this page.")
 		}
 	}
-}
-
-// safeNext keeps a post-login redirect on this site.
-func safeNext(next string) string {
-	if !strings.HasPrefix(next, "/") || strings.HasPrefix(next, "//") || strings.HasPrefix(next, "/\\") {
-		return "/"
-	}
-	return next
 }
 
 func constantEqual(a, b string) bool { return subtle.ConstantTimeCompare([]byte(a), []byte(b)) == 1 }
@@ -246,95 +239,54 @@ func constantEqual(a, b string) bool { return subtle.ConstantTimeCompare([]byte(
 func NewSetupToken() string { return randomToken() }
 
 // pendingLogins holds sign-ins whose password was right and whose TOTP
-// code is still to come: a random token (in the code form) to the user,
-// for five minutes. Safe for concurrent use.
+// code is still to come, in the StateStore (so the code may reach another
+// dashboard process than the password did): the SHA-256 of a random token
+// (in the code form) to the user, for five minutes.
 type pendingLogins struct {
-	mu  sync.Mutex
-	m   map[string]pendingLogin
+	st  StateStore
 	now func() time.Time
 }
 
-type pendingLogin struct {
-	user    User
-	expires time.Time
+type pendingRecord struct {
+	sessionRecord
 }
 
 const pendingTTL = 5 * time.Minute
 
-func (p *pendingLogins) add(u User) string {
+func (p *pendingLogins) add(ctx context.Context, u User) (string, error) {
 	tok := randomToken()
-	now := p.now()
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for k, x := range p.m {
-		if now.After(x.expires) {
-			delete(p.m, k)
-		}
+	rec := pendingRecord{recordOf(u)}
+	rec.Expires = p.now().Add(pendingTTL)
+	b, _ := json.Marshal(rec)
+	if _, err := p.st.Create(ctx, stateKey("p", tok), b, pendingTTL); err != nil {
+		return "", fmt.Errorf("%w: %w", ErrStateStore, err)
 	}
-	p.m[tok] = pendingLogin{user: u, expires: now.Add(pendingTTL)}
-	return tok
+	return tok, nil
 }
 
-func (p *pendingLogins) get(tok string) (User, bool) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	x, ok := p.m[tok]
-	if !ok || p.now().After(x.expires) {
-		delete(p.m, tok)
-		return User{}, false
+func (p *pendingLogins) get(ctx context.Context, tok string) (User, bool, error) {
+	if !validToken(tok) {
+		return User{}, false, nil
 	}
-	return x.user, true
+	b, _, err := p.st.Get(ctx, stateKey("p", tok))
+	if errors.Is(err, ErrNoState) {
+		return User{}, false, nil
+	}
+	if err != nil {
+		return User{}, false, fmt.Errorf("%w: %w", ErrStateStore, err)
+	}
+	var rec pendingRecord
+	if json.Unmarshal(b, &rec) != nil || !p.now().Before(rec.Expires) {
+		p.drop(ctx, tok)
+		return User{}, false, nil
+	}
+	return rec.user(), true, nil
 }
 
-func (p *pendingLogins) drop(tok string) {
-	p.mu.Lock()
-	delete(p.m, tok)
-	p.mu.Unlock()
-}
-
-// loginCode is the second step of a TOTP user's sign-in: the form carries
-// the pending token the password step issued and the code. A wrong or
-// replayed code counts as a failed sign-in; the right one starts a session
-// of assurance mfa.
-func (a *app) loginCode(c echo.Context, tok, next string) error {
-	u, ok := a.pending.get(tok)
-	if !ok {
-		return render(c, http.StatusUnauthorized, dashboard.LoginPage(dashboard.LoginView{CSRF: a.csrfToken(c), Next: next,
-			Error: "That sign-in took too long. Start again."}))
+func (p *pendingLogins) drop(ctx context.Context, tok string) {
+	if validToken(tok) {
+		_ = p.st.Delete(ctx, stateKey("p", tok))
 	}
-	return a.checkCode(c, u, tok, c.FormValue("code"), next)
-}
-
-// checkCode verifies u's TOTP code; tok is the pending sign-in to keep
-// (on a wrong code) or drop (on success).
-func (a *app) checkCode(c echo.Context, u User, tok, code, next string) error {
-	ip := "ip:" + c.RealIP()
-	if a.limit.blocked("user:"+u.Name, ip) {
-		a.pending.drop(tok)
-		return render(c, http.StatusTooManyRequests, dashboard.LoginPage(dashboard.LoginView{CSRF: a.csrfToken(c), Next: next,
-			Error: "Too many failed sign-ins. Wait 15 minutes and try again."}))
-	}
-	step, ok := a.cfg.Users.CheckTOTP(u.Name, code, a.now())
-	if ok && !a.totpUsed.claim(u.Name, step) {
-		ok = false
-		a.log().Warn("login refused: TOTP code replayed", "user", u.Name, "ip", c.RealIP())
-	}
-	if !ok {
-		a.limit.fail("user:"+u.Name, ip)
-		a.log().Info("login failed: wrong TOTP code", "user", u.Name, "ip", c.RealIP())
-		if tok == "" {
-			tok = a.pending.add(u)
-		}
-		return render(c, http.StatusUnauthorized, dashboard.LoginPage(dashboard.LoginView{CSRF: a.csrfToken(c), Next: next,
-			Pending: tok, Error: "Wrong or already used code. Enter the current code from your authenticator."}))
-	}
-	a.pending.drop(tok)
-	a.limit.reset("user:" + u.Name)
-	a.startSession(c, u, AssuranceMFA)
-	if next == "/" {
-		next = a.home(a.session(c))
-	}
-	return c.Redirect(http.StatusSeeOther, next)
 }
 
 // apiRole is requireRole for JSON endpoints: 401 without a session (no

@@ -72,7 +72,7 @@ func BenchmarkSSEDelivery(b *testing.B) {
 			for b.Loop() {
 				i++
 				hold(b, ev.svc, "acme", "q", fmt.Sprintf("%d.00", i))
-				// The queue lists the oldest MaxQueue; the count shows the new one.
+				// The list shows a page of PerPage; the count shows the new one.
 				want := fmt.Sprintf(`data-testid="pending-count">%d<`, n+i)
 				for {
 					line, err := br.ReadString('\n')

@@ -1,34 +1,15 @@
-// Package web is Gatehouse's HTTP server (echo): the pages of package
-// dashboard, static assets embedded in the binary (htmx and its SSE
-// extension, vendored: see static/VERSIONS), health, readiness and
-// Prometheus metrics. It listens on loopback by default.
-//
-// With Config.Users set, every page but /login, /setup, /static, /healthz,
-// /readyz and /metrics needs a signed-in user, and each page a role
-// (/api/status, which names the NATS URL and file paths, an operator:
-// 401 without a session, 403 for other roles):
-// approvals the reviewer role, policy review the operator role, evidence
-// the auditor role (bound to one tenant: another tenant's pages and export
-// answer 404), admins everything. Sessions are 32 random bytes in an
-// HttpOnly, SameSite=Strict cookie, kept in memory (a restart signs
-// everyone out) and expire after Config.SessionTTL, or at the next request
-// once their user is removed or its roles or tenant change. Every POST carries a
-// double-submit CSRF token (403 without it). Five failed sign-ins for one
-// name or one address within 15 minutes block further tries for that
-// window. Passwords are stored as argon2id hashes (users.go); a user with
-// a TOTP authenticator (totp.go) gives its code after the password, and
-// that session has assurance mfa instead of password. Without
-// Config.Users only the public status page is served at /.
 package web
 
 import (
 	"context"
 	"embed"
 	"errors"
+	"fmt"
 	"io/fs"
 	"log/slog"
 	"net"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/a-h/templ"
@@ -36,6 +17,7 @@ import (
 	"github.com/labstack/echo/v4/middleware"
 
 	"github.com/gatehouse/gatehouse/dashboard"
+	"github.com/gatehouse/gatehouse/policy"
 )
 
 //go:embed static
@@ -61,9 +43,20 @@ type Config struct {
 	JournalDir string
 	// Exporter writes a tenant's evidence export; nil uses the built-in one.
 	Exporter Exporter
-	// SecureCookies marks cookies Secure: set it when served over HTTPS
-	// (directly or behind a proxy).
-	SecureCookies bool
+	// CookieSecure says when cookies are marked Secure; "" is auto (when
+	// the request came over TLS, or a proxy in front says it did).
+	CookieSecure CookieSecure
+	// State keeps sessions, half-done sign-ins, failure counts and the
+	// TOTP replay guard; nil keeps them in this process's memory.
+	State StateStore
+	// Hosts are the names (besides IP literals and localhost) the
+	// dashboard answers to in the Host header, e.g. the name a proxy
+	// serves it under.
+	Hosts []string
+	// TrustedProxies are the addresses (CIDR or IP) of proxies whose
+	// X-Forwarded-For names the client; without them the connection's
+	// address is the client's.
+	TrustedProxies []string
 	// SessionTTL is how long a session lasts; 0 is 12 hours.
 	SessionTTL time.Duration
 	// Now is the clock; nil is time.Now.
@@ -71,11 +64,47 @@ type Config struct {
 	// Integrity serves /.well-known/did.json and the checkpoint
 	// endpoints (wellknown.go); nil serves neither.
 	Integrity *Integrity
+	// Policy returns the policy of a digest a decision recorded (the one
+	// in force, or one kept in the content store), nil when it is not at
+	// hand; policy review names what the rule that held an effect asks.
+	Policy func(digest string) *policy.Policy
 	// ReloadPolicy re-reads the policy file (serve's SIGHUP does the
 	// same); the status page offers it to operators. It returns the
 	// error of a file that could not be read, after which everything is
 	// refused. nil hides the button.
 	ReloadPolicy func() error
+}
+
+// ipExtractor trusts X-Forwarded-For only from the given proxies.
+func ipExtractor(proxies []string) echo.IPExtractor {
+	if len(proxies) == 0 {
+		return echo.ExtractIPDirect()
+	}
+	opts := []echo.TrustOption{echo.TrustLoopback(false), echo.TrustLinkLocal(false), echo.TrustPrivateNet(false)}
+	for _, p := range proxies {
+		if !strings.Contains(p, "/") {
+			if ip := net.ParseIP(p); ip != nil && ip.To4() != nil {
+				p += "/32"
+			} else {
+				p += "/128"
+			}
+		}
+		if _, n, err := net.ParseCIDR(p); err == nil {
+			opts = append(opts, echo.TrustIPRange(n))
+		}
+	}
+	return echo.ExtractIPFromXFFHeader(opts...)
+}
+
+// ParseTrustedProxy checks one Config.TrustedProxies entry.
+func ParseTrustedProxy(s string) error {
+	if net.ParseIP(s) != nil {
+		return nil
+	}
+	if _, _, err := net.ParseCIDR(s); err != nil {
+		return fmt.Errorf("%w: trusted proxy %q is not an IP or CIDR", ErrBadConfig, s)
+	}
+	return nil
 }
 
 // Server is a running HTTP server.
@@ -117,21 +146,28 @@ func New(cfg Config) *echo.Echo {
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
 	// The client's address is the connection's: X-Forwarded-For and
-	// X-Real-IP are not trusted, so a client cannot change its address
-	// per request to slip past the sign-in rate limit.
-	e.IPExtractor = echo.ExtractIPDirect()
+	// X-Real-IP are not trusted unless the connection comes from one of
+	// Config.TrustedProxies, so a client cannot change its address per
+	// request to slip past the sign-in throttle.
+	e.IPExtractor = ipExtractor(cfg.TrustedProxies)
+	var a *app
+	if cfg.Users != nil {
+		a = newApp(cfg)
+	}
+	e.HTTPErrorHandler = errorHandler(a, cfg.Logger)
 	e.Use(middleware.Recover())
 	e.Use(middleware.SecureWithConfig(middleware.SecureConfig{
 		XSSProtection: "0", ContentTypeNosniff: "nosniff", XFrameOptions: "DENY",
 		ReferrerPolicy:        "no-referrer",
 		ContentSecurityPolicy: csp,
 	}))
+	e.Use(newHostGuard(cfg.Hosts).middleware)
+	e.Use(middleware.BodyLimit(MaxBody))
 	sub, _ := fs.Sub(static, "static")
 	e.Group("/static", cacheStatic).StaticFS("/", sub)
 
 	var guard integrityGuard // no users: anyone may have a checkpoint signed, as before
-	if cfg.Users != nil {
-		a := newApp(cfg)
+	if a != nil {
 		a.routes(e)
 		guard.authorize = a.maySign
 	} else {

@@ -17,6 +17,7 @@ func TestRoutes(t *testing.T) {
 		Status:  func() dashboard.Status { return dashboard.Status{Mode: "strict", Started: time.Now(), Now: time.Now()} },
 		Ready:   func() error { return ready },
 		Metrics: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("m 1\n")) }),
+		Hosts:   []string{"example.com"},
 	})
 	for _, tc := range []struct {
 		path string
@@ -28,7 +29,8 @@ func TestRoutes(t *testing.T) {
 		{"/readyz", 503, "RECONNECTING"},
 		{"/metrics", 200, "m 1"},
 		{"/api/status", 200, `"Mode":"strict"`},
-		{"/static/gatehouse.css", 200, "body"},
+		{"/static/gatehouse-2.css", 200, "body"},
+		{"/static/gatehouse-2.js", 200, "EventSource"},
 		{"/static/", 404, ""},
 		{"/nope", 404, ""},
 	} {

@@ -1,11 +1,9 @@
 package web
 
 import (
-	"fmt"
 	"net/http"
 	"net/url"
 	"testing"
-	"time"
 )
 
 // A user removed from the store (gatehouse users remove) loses the
@@ -61,25 +59,5 @@ func TestPasswordChangeEndsSessions(t *testing.T) {
 	}
 	if resp, _ := c.get("/approvals"); resp.StatusCode != http.StatusSeeOther {
 		t.Errorf("GET /approvals after a password change: %d, want a redirect to sign in", resp.StatusCode)
-	}
-}
-
-// TestLimiterForgetsOldNames: names tried once, long ago, are swept from
-// the failure table once it is large, while recent failures still count.
-func TestLimiterForgetsOldNames(t *testing.T) {
-	now := time.Unix(1_700_000_000, 0)
-	l := &limiter{fails: map[string][]time.Time{}, max: 5, window: 15 * time.Minute, now: func() time.Time { return now }}
-	for i := range limiterSweepAt {
-		l.fail(fmt.Sprintf("user:old-%d", i))
-	}
-	now = now.Add(time.Hour)
-	for range 5 {
-		l.fail("user:recent")
-	}
-	if len(l.fails) != 1 {
-		t.Fatalf("the table kept %d keys; want only the recent one", len(l.fails))
-	}
-	if !l.blocked("user:recent") {
-		t.Fatal("recent failures no longer block")
 	}
 }

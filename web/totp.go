@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"net/url"
 	"strings"
-	"sync"
 	"time"
 )
 
@@ -103,25 +102,4 @@ func matchTOTP(secret, code string, now time.Time) (uint64, bool) {
 func TOTPURI(issuer, user, secret string) string {
 	q := url.Values{"secret": {secret}, "issuer": {issuer}, "algorithm": {"SHA1"}, "digits": {"6"}, "period": {"30"}}
 	return "otpauth://totp/" + url.PathEscape(issuer+":"+user) + "?" + q.Encode()
-}
-
-// totpUsed remembers, per user, the last step whose code signed in, so a
-// code seen once (by someone looking over a shoulder, or a proxy log) is
-// refused for the rest of its window. Safe for concurrent use; in memory,
-// so a restart forgets it (a code is valid for at most 90 s anyway).
-type totpUsed struct {
-	mu   sync.Mutex
-	last map[string]uint64
-}
-
-// claim records step for user and reports whether it is newer than any
-// step that signed user in before.
-func (u *totpUsed) claim(user string, step uint64) bool {
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	if last, ok := u.last[user]; ok && step <= last {
-		return false
-	}
-	u.last[user] = step
-	return true
 }

@@ -32,7 +32,7 @@ func TestIntegrityRoutes(t *testing.T) {
 		t.Fatal(err)
 	}
 	e := New(Config{Status: func() dashboard.Status { return dashboard.Status{} },
-		Integrity: &Integrity{AuditKey: key.Public(), PreviousKeys: []ed25519.PublicKey{old.Public()}, Checkpoints: cp}})
+		Integrity: &Integrity{AuditKey: key.Public(), PreviousKeys: []ed25519.PublicKey{old.Public()}, Checkpoints: cp}, Hosts: []string{"gatehouse.example"}})
 	get := func(method, path string) *httptest.ResponseRecorder {
 		rec := httptest.NewRecorder()
 		req := httptest.NewRequest(method, path, nil)

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -259,7 +260,24 @@ func TestClaimNeverSettledIsReconciled(t *testing.T) {
 	if _, err := s.Claim(ctx, r.ID, "e_3"); !errors.Is(err, ErrAlreadyClaimed) {
 		t.Fatalf("an unknown outcome was claimed again: %v", err)
 	}
-	got, err := s.Reconcile(ctx, r.ID, Reconciliation{Happened: true, By: "olga", Reason: "bank statement shows it"})
+	// Reconciling needs the rule's roles and assurance, as approving does:
+	// a finding that it did not happen lets the agent ask again.
+	for _, rc := range []Reconciliation{
+		{By: "olga", Reason: "no role"},
+		{By: "olga", Roles: []string{"finance"}, Assurance: "password", Reason: "too little assurance"},
+		{By: "pat", Roles: []string{"finance"}, Assurance: "mfa", Reason: "the person the work is for"},
+	} {
+		if _, err := s.Reconcile(ctx, r.ID, rc); !errors.Is(err, ErrNotAllowed) {
+			t.Fatalf("reconcile by %+v: %v, want ErrNotAllowed", rc, err)
+		}
+	}
+	if _, err := s.Reconcile(ctx, r.ID, Reconciliation{By: "olga", Roles: []string{"finance"}, Assurance: "mfa", Reason: strings.Repeat("x", MaxReason+1)}); !errors.Is(err, ErrBadInput) {
+		t.Fatalf("a reason over MaxReason: %v", err)
+	}
+	if j.count(journal.TypeApprovalReconciled) != 0 {
+		t.Fatal("a refused reconciliation was recorded")
+	}
+	got, err := s.Reconcile(ctx, r.ID, Reconciliation{Happened: true, By: "olga", Roles: []string{"finance"}, Assurance: "mfa", Reason: "bank statement shows it"})
 	if err != nil || got.State != StateReconciled || !got.Reconciled.Happened {
 		t.Fatalf("reconcile: %+v %v", got, err)
 	}

@@ -106,7 +106,8 @@ func (s *Service) DecideSigned(ctx context.Context, sa SignedAssertion) (*Reques
 		return s.Decide(ctx, a.ID, Decision{Approved: a.Approved, Approver: a.Approver, Roles: a.Roles, Assurance: a.Assurance,
 			Authenticated: "signed-assertion", Reason: a.Reason, Time: a.Time})
 	case "reconcile":
-		return s.Reconcile(ctx, a.ID, Reconciliation{Happened: a.Happened, By: a.Approver, Reason: a.Reason, Time: a.Time})
+		return s.Reconcile(ctx, a.ID, Reconciliation{Happened: a.Happened, By: a.Approver, Roles: a.Roles,
+			Assurance: a.Assurance, Reason: a.Reason, Time: a.Time})
 	}
 	return nil, fmt.Errorf("%w: kind %q is not decision or reconcile", ErrBadAssertion, clip(a.Kind))
 }

@@ -13,6 +13,7 @@ import (
 	"sort"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/gatehouse/gatehouse/broker/journal"
 	"github.com/gatehouse/gatehouse/policy"
@@ -401,22 +402,78 @@ func (s *Service) Watch(ctx context.Context) (<-chan Request, error) {
 	return out, nil
 }
 
-// allowed checks d's approver against r: not the requester (the agent or
-// the person the work is for), one of the rule's roles, at least its
-// assurance. A refusal needs the same standing as an approval.
-func allowed(r *Request, d Decision) error {
+// Standing is whether someone may decide (or reconcile) a request, and
+// if not, why: the same check Decide and Reconcile make, for a page that
+// offers only what its user may do and says why not.
+type Standing struct {
+	// OK: they may.
+	OK bool
+	// Requester: they asked for the action (its agent, or the person the
+	// work is for), and nobody approves their own request.
+	Requester bool
+	// NeedRoles lists the rule's roles when they hold none of them.
+	NeedRoles []string
+	// NeedAssurance is the rule's least assurance when theirs is less.
+	NeedAssurance string
+	// Unnamed: no approver was named.
+	Unnamed bool
+}
+
+// StandingOf checks approver, holding roles at assurance, against r: not
+// the requester, one of the rule's roles, at least its assurance.
+func StandingOf(r *Request, approver string, roles []string, assurance string) Standing {
 	switch {
-	case strings.TrimSpace(d.Approver) == "":
-		return fmt.Errorf("%w: no approver named", ErrNotAllowed)
-	case d.Approver == r.Agent || d.Approver == r.Person:
-		return fmt.Errorf("%w: %s asked for this action and cannot approve it", ErrNotAllowed, d.Approver)
+	case strings.TrimSpace(approver) == "":
+		return Standing{Unnamed: true}
+	case approver == r.Agent || approver == r.Person:
+		return Standing{Requester: true}
 	}
-	g := policy.ApprovalGrant{Roles: d.Roles, Assurance: d.Assurance}
+	var st Standing
+	g := &policy.ApprovalGrant{Roles: roles, Assurance: assurance}
 	if !g.Satisfies(policy.ApprovalNeed{Roles: r.Roles}) {
-		return fmt.Errorf("%w: %s holds none of the roles %s", ErrNotAllowed, d.Approver, strings.Join(r.Roles, ", "))
+		st.NeedRoles = r.Roles
 	}
-	if !policy.AssuranceAtLeast(d.Assurance, r.Assurance) {
-		return fmt.Errorf("%w: assurance %q is less than the %q this rule asks", ErrNotAllowed, d.Assurance, r.Assurance)
+	if !policy.AssuranceAtLeast(assurance, r.Assurance) {
+		st.NeedAssurance = r.Assurance
+	}
+	st.OK = st.NeedRoles == nil && st.NeedAssurance == ""
+	return st
+}
+
+// Err is the standing as an error: nil when OK, else ErrNotAllowed with
+// the reason.
+func (st Standing) Err(approver string) error {
+	switch {
+	case st.OK:
+		return nil
+	case st.Unnamed:
+		return fmt.Errorf("%w: no approver named", ErrNotAllowed)
+	case st.Requester:
+		return fmt.Errorf("%w: %s asked for this action and cannot approve it", ErrNotAllowed, approver)
+	case st.NeedRoles != nil:
+		return fmt.Errorf("%w: %s holds none of the roles %s", ErrNotAllowed, approver, strings.Join(st.NeedRoles, ", "))
+	}
+	return fmt.Errorf("%w: %s's assurance is less than the %q this rule asks", ErrNotAllowed, approver, st.NeedAssurance)
+}
+
+// allowed checks d's approver against r (StandingOf). A refusal needs the
+// same standing as an approval.
+func allowed(r *Request, d Decision) error {
+	return StandingOf(r, d.Approver, d.Roles, d.Assurance).Err(d.Approver)
+}
+
+// MaxReason is the longest reason, in characters, a decision or a
+// reconciliation may carry (ErrBadInput beyond): it is journaled and
+// shown with every update of the queue.
+const MaxReason = 500
+
+// ErrBadInput: a decision or reconciliation whose fields cannot be taken
+// as they are (a reason over MaxReason characters).
+var ErrBadInput = errors.New("approval: decision input refused")
+
+func checkReason(reason string) error {
+	if n := utf8.RuneCountInString(reason); n > MaxReason {
+		return fmt.Errorf("%w: the reason is %d characters; at most %d", ErrBadInput, n, MaxReason)
 	}
 	return nil
 }
@@ -429,6 +486,9 @@ func allowed(r *Request, d Decision) error {
 // run's journal before the store says approved or refused; a journal
 // failure is returned and the request stays as it was.
 func (s *Service) Decide(ctx context.Context, id string, d Decision) (*Request, error) {
+	if err := checkReason(d.Reason); err != nil {
+		return nil, err
+	}
 	if d.Time.IsZero() {
 		d.Time = s.now().UTC()
 	}
@@ -604,11 +664,17 @@ func (s *Service) Run(ctx context.Context) {
 
 // Reconcile records a person's finding about an action whose outcome is
 // unknown (ErrWrongState for any other state, and for a second finding
-// while the first is being recorded). approval.reconciled is durable
-// before the store says reconciled.
+// while the first is being recorded). Who reconciles needs the standing an
+// approval of the request needs (StandingOf: one of the rule's roles, its
+// least assurance, not the requester), else ErrNotAllowed: a finding that
+// the action did not happen lets the agent ask for it again.
+// approval.reconciled is durable before the store says reconciled.
 func (s *Service) Reconcile(ctx context.Context, id string, rc Reconciliation) (*Request, error) {
 	if strings.TrimSpace(rc.By) == "" {
 		return nil, fmt.Errorf("%w: no one named as reconciling", ErrNotAllowed)
+	}
+	if err := checkReason(rc.Reason); err != nil {
+		return nil, err
 	}
 	if rc.Time.IsZero() {
 		rc.Time = s.now().UTC()
@@ -616,6 +682,9 @@ func (s *Service) Reconcile(ctx context.Context, id string, rc Reconciliation) (
 	return s.writeAhead(ctx, id, journal.TypeApprovalReconciled, ErrWrongState, func(r *Request) (string, any, error) {
 		if r.State != StateOutcomeUnknown {
 			return "", nil, fmt.Errorf("%w: %s is %s, only outcome_unknown is reconciled", ErrWrongState, r.ID, r.State)
+		}
+		if err := StandingOf(r, rc.By, rc.Roles, rc.Assurance).Err(rc.By); err != nil {
+			return "", nil, err
 		}
 		r.State = StateReconciled
 		c := rc

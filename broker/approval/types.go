@@ -65,8 +65,12 @@ type Decision struct {
 type Reconciliation struct {
 	Happened bool // the person's finding: did the action take effect?
 	By       string
-	Reason   string
-	Time     time.Time
+	// Roles and Assurance are the reconciling person's: checked against
+	// the rule as an approval's are (Service.Reconcile).
+	Roles     []string `json:",omitempty"`
+	Assurance string   `json:",omitempty"`
+	Reason    string
+	Time      time.Time
 }
 
 // Request is one held action waiting for, or carrying, a decision.

@@ -40,6 +40,37 @@ type VerifyOptions struct {
 	RequireSignatures bool
 }
 
+// ExportDir is the export folder dir names: dir itself when it holds
+// export.json, or the one folder inside it that does (an archive
+// unpacked with tar -C dir holds TENANT-evidence/). A symlink is never
+// followed to find it. Anything else is ErrNotExport, saying what to do.
+func ExportDir(dir string) (string, error) {
+	if fi, err := os.Lstat(filepath.Join(dir, journal.ExportManifestFile)); err == nil && fi.Mode().IsRegular() {
+		return dir, nil
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return "", fmt.Errorf("%w: %s: %w", ErrNotExport, dir, err)
+	}
+	var found []string
+	for _, e := range entries {
+		if !e.IsDir() {
+			continue
+		}
+		if fi, err := os.Lstat(filepath.Join(dir, e.Name(), journal.ExportManifestFile)); err == nil && fi.Mode().IsRegular() {
+			found = append(found, filepath.Join(dir, e.Name()))
+		}
+	}
+	switch len(found) {
+	case 1:
+		return found[0], nil
+	case 0:
+		return "", fmt.Errorf("%w: %s has no %s, nor one folder holding it: unpack the download first (tar -xzf TENANT-evidence-*.tar.gz -C %s) and name that folder or the TENANT-evidence folder inside it",
+			ErrNotExport, dir, journal.ExportManifestFile, dir)
+	}
+	return "", fmt.Errorf("%w: %s holds %d exports (%s, ...): name one of them", ErrNotExport, dir, len(found), filepath.Base(found[0]))
+}
+
 // VerifyExport checks the export in dir offline without keys:
 // VerifyExportWith(dir, VerifyOptions{}).
 func VerifyExport(dir string) (*journal.Report, error) {
@@ -59,6 +90,10 @@ func VerifyExport(dir string) (*journal.Report, error) {
 // error wrapping ErrNotExport when dir has no readable manifest, or
 // journal.ErrNotJournal; everything else is in the report.
 func VerifyExportWith(dir string, opts VerifyOptions) (*journal.Report, error) {
+	dir, err := ExportDir(dir)
+	if err != nil {
+		return nil, err
+	}
 	raw, err := os.ReadFile(filepath.Join(dir, journal.ExportManifestFile))
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s: %w", ErrNotExport, dir, err)

@@ -36,7 +36,8 @@ const (
 	FindingDuplicateEvent FindingKind = "duplicate-event"
 	// An event naming another run than its file.
 	FindingMisplacedEvent FindingKind = "misplaced-event"
-	// An event after the run's run.close.
+	// An event after the run's run.close, other than the outcome (and
+	// approval settlement) of an effect attempted before the close.
 	FindingEventAfterClose FindingKind = "event-after-close"
 	// The head log registered a later event than the run file holds.
 	FindingRunCutShort FindingKind = "run-cut-short"
@@ -478,6 +479,8 @@ func (v *runVerifier) verify(dir, run string, regs []headReg, limit int) (res ru
 		seen      = make(map[uint64]int)
 		decisions = make(map[string]Outcome)
 		approvals = make(map[string]string) // approval id -> action digest it approved
+		// attemptedBefore: effects attempted before the run's close
+		attemptedBefore = make(map[string]bool)
 	)
 	if v.r == nil {
 		v.r = bufio.NewReaderSize(f, 256<<10)
@@ -524,7 +527,11 @@ func (v *runVerifier) verify(dir, run string, regs []headReg, limit int) (res ru
 			v.recs = append(v.recs, rec{seq: e.Seq, hash: p.hash, prev: p.prev, hasPrev: p.hasPrev, ok: ok, line: lineNo})
 		}
 		maxSeq = max(maxSeq, e.Seq)
-		if closedAt != 0 {
+		// After run.close only the end of an effect already under way may
+		// follow: its outcome and approval settlement, when its attempt
+		// came before the close (the application closed the work while it
+		// ran).
+		if closedAt != 0 && !((e.Type == TypeOutcome || e.Type == TypeApprovalSettle) && attemptedBefore[e.Effect]) {
 			at.Kind, at.Detail = FindingEventAfterClose, fmt.Sprintf("event %d (%s) after run.close (event %d)", e.Seq, e.Type, closedAt)
 			fs.add(at)
 		}
@@ -564,6 +571,9 @@ func (v *runVerifier) verify(dir, run string, regs []headReg, limit int) (res ru
 				}
 			}
 		case TypeAttempt:
+			if closedAt == 0 && e.Effect != "" {
+				attemptedBefore[e.Effect] = true
+			}
 			out, decided := decisions[e.Effect]
 			switch {
 			case e.Effect == "":

@@ -40,9 +40,63 @@ type Finding struct {
 	Examples    []string       `json:"example_runs"`
 	Detail      string         `json:"detail"` // the first occurrence's reason, for a person
 	Suggestions []Suggestion   `json:"suggestions"`
+	// Approval is, for an approval-missing finding, what the rule that
+	// held the effect asks (its roles and least assurance), read from the
+	// policy the decision was made under when Options.Policy has it; nil
+	// when it is not known.
+	Approval *policy.ApprovalNeed `json:"approval,omitempty"`
 
 	effect policy.Effect // the first occurrence, for checking suggestions
 	tenant policy.Principal
+	digest string // the policy the first occurrence was decided under
+}
+
+// Options tune Review.
+type Options struct {
+	// Policy returns the policy whose digest is given (the one a decision
+	// records), or nil when it is not at hand: the current policy, or one
+	// kept in the content store. Review uses it to name what an
+	// approvals rule or agent card really asked.
+	Policy func(digest string) *policy.Policy
+}
+
+// RuleFindings is one rule's findings rolled up: the refusal and rule,
+// their total count and time span, and the findings per target, most
+// frequent first.
+type RuleFindings struct {
+	Refusal  policy.Refusal `json:"refusal"`
+	Rule     string         `json:"rule"`
+	Count    int            `json:"count"`
+	First    time.Time      `json:"first_seen"`
+	Last     time.Time      `json:"last_seen"`
+	Findings []Finding      `json:"targets"`
+}
+
+// ByRule rolls findings up per refusal and rule, the rules with the most
+// findings first; each keeps its findings (one per target) in order.
+func ByRule(fs []Finding) []RuleFindings {
+	var out []RuleFindings
+	at := map[[2]string]int{}
+	for _, f := range fs {
+		k := [2]string{string(f.Refusal), f.Rule}
+		i, ok := at[k]
+		if !ok {
+			i = len(out)
+			at[k] = i
+			out = append(out, RuleFindings{Refusal: f.Refusal, Rule: f.Rule, First: f.First, Last: f.Last})
+		}
+		g := &out[i]
+		g.Count += f.Count
+		g.Findings = append(g.Findings, f)
+		if f.First.Before(g.First) {
+			g.First = f.First
+		}
+		if f.Last.After(g.Last) {
+			g.Last = f.Last
+		}
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].Count > out[j].Count })
+	return out
 }
 
 // SuggestionKind names what a suggestion does.
@@ -78,7 +132,10 @@ type groupKey struct {
 
 // Review reads the journal in dir and groups what strict mode would have
 // refused. It returns ErrNoJournal when dir is not a journal.
-func Review(dir string) (*Report, error) {
+func Review(dir string) (*Report, error) { return ReviewWith(dir, Options{}) }
+
+// ReviewWith is Review with options.
+func ReviewWith(dir string, opts Options) (*Report, error) {
 	rep := &Report{Journal: dir, Findings: []Finding{}}
 	groups := map[groupKey]*Finding{}
 	skipped, err := eachRun(dir, func(r *run) error {
@@ -114,7 +171,7 @@ func Review(dir string) (*Report, error) {
 				f := groups[k]
 				if f == nil {
 					f = &Finding{Refusal: rs.Refusal, Rule: rs.Rule, Sink: d.Sink, Target: k.target, Agent: d.Agent,
-						First: ev.Time, Last: ev.Time, Detail: rs.Detail, effect: effectOf(&d), tenant: who}
+						First: ev.Time, Last: ev.Time, Detail: rs.Detail, effect: effectOf(&d), tenant: who, digest: d.PolicyDigest}
 					groups[k] = f
 				}
 				f.Count++
@@ -139,6 +196,9 @@ func Review(dir string) (*Report, error) {
 		return nil, err
 	}
 	for _, f := range groups {
+		if f.Refusal == policy.RefuseApprovalMissing && opts.Policy != nil {
+			f.Approval = needOf(f, opts.Policy(f.digest))
+		}
 		f.Suggestions = suggest(f)
 		rep.Findings = append(rep.Findings, *f)
 	}
@@ -153,6 +213,21 @@ func Review(dir string) (*Report, error) {
 		return a.Target < b.Target
 	})
 	return rep, nil
+}
+
+// needOf decides f's effect under p in strict mode and returns what the
+// approvals rule or card named by f.Rule asks, nil when p is nil or asks
+// through another rule now.
+func needOf(f *Finding, p *policy.Policy) *policy.ApprovalNeed {
+	if p == nil {
+		return nil
+	}
+	d := p.Decide(policy.Input{Mode: policy.ModeStrict, Authority: policy.Authority{For: f.tenant, Agent: f.Agent}, Effect: f.effect, Now: f.Last})
+	if d.Approval == nil || d.Approval.Rule != f.Rule {
+		return nil
+	}
+	n := *d.Approval
+	return &n
 }
 
 // effectOf rebuilds, from what the journal recorded, the policy.Effect the
@@ -279,7 +354,7 @@ func suggest(f *Finding) []Suggestion {
 	case policy.RefuseDeploymentRule:
 		add(Suggestion{Kind: KindFix, Text: fmt.Sprintf("Your own deny rule %q matches: nothing lifts a deny rule, so narrow or remove it in the policy file if this should go through.", f.Rule)})
 	case policy.RefuseApprovalMissing:
-		add(Suggestion{Kind: KindFix, Text: "Strict mode will hold these for a reviewer: make sure someone with the reviewer role can sign in to the dashboard ('gatehouse users add NAME --role reviewer'), or take the tool out of require_approval_for."})
+		add(Suggestion{Kind: KindFix, Text: approvalAdvice(f)})
 	case policy.RefuseBeyondDeclaredEffect:
 		add(Suggestion{Kind: KindFix, Text: fmt.Sprintf("The integration %s declares %q but sends %s: declare the effect it really has, or stop sending that method.", e.Atom, e.Declared, strings.ToUpper(e.Method))})
 	case policy.RefuseOutsideContract:
@@ -292,6 +367,42 @@ func suggest(f *Finding) []Suggestion {
 		add(Suggestion{Kind: KindFix, Text: "Read the detail and the example runs; no rule change is suggested for this refusal."})
 	}
 	return out
+}
+
+// approvalAdvice is what to do about effects strict mode will hold: make
+// sure someone who may approve them (the rule's roles and assurance) can
+// sign in, or change the rule that holds them.
+func approvalAdvice(f *Finding) string {
+	name, card := strings.CutPrefix(f.Rule, "agent:")
+	if !card {
+		name = strings.TrimPrefix(f.Rule, "approval:")
+	}
+	where := fmt.Sprintf("the approvals rule %q", name)
+	change := "narrow its match or remove it from the approvals section"
+	if card {
+		where = fmt.Sprintf("agent %s's card (require_approval_for)", name)
+		change = "take the tool out of the card's require_approval_for"
+	}
+	n := f.Approval
+	if n == nil {
+		return fmt.Sprintf("Strict mode will hold these for a person, as %s asks: make sure someone holding one of the roles it names can sign in to the dashboard with the assurance it asks (see the rule in the policy file), or %s.", where, change)
+	}
+	roles := "the reviewer role"
+	add := "--role reviewer"
+	if len(n.Roles) > 0 {
+		roles = "one of the roles " + strings.Join(n.Roles, ", ")
+		add = "--role reviewer --role " + n.Roles[0]
+	}
+	how := ""
+	switch n.Assurance {
+	case "", "password":
+	case "mfa", "signed-assertion":
+		how = fmt.Sprintf(", signed in with assurance %s (an authenticator: gatehouse users totp NAME, or a signed assertion from your backend)", n.Assurance)
+	default:
+		how = fmt.Sprintf(", with assurance %s (from your backend's signed assertions: gatehouse approve approve ... --assurance %s)", n.Assurance, n.Assurance)
+	}
+	return fmt.Sprintf("Strict mode will hold these for a person, as %s asks: someone holding %s%s must approve each one. Make sure such a person can sign in (gatehouse users add NAME %s), or %s.",
+		where, roles, how, add, change)
 }
 
 // check parses s.Rules and decides f's effect under it in strict mode.

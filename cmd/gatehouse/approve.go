@@ -12,6 +12,7 @@ import (
 	"github.com/gatehouse/gatehouse/broker/approval"
 	"github.com/gatehouse/gatehouse/broker/client"
 	"github.com/gatehouse/gatehouse/broker/subject"
+	"github.com/gatehouse/gatehouse/dashboard/reveal"
 )
 
 const approveUsage = `Usage:
@@ -19,12 +20,15 @@ const approveUsage = `Usage:
   gatehouse approve show ID [--json]
   gatehouse approve approve ID --key FILE --approver NAME --role R [--assurance mfa] [--reason TEXT]
   gatehouse approve refuse ID --key FILE --approver NAME --role R [--assurance mfa] --reason TEXT
-  gatehouse approve reconcile ID --key FILE --approver NAME --happened=true|false --reason TEXT
+  gatehouse approve reconcile ID --key FILE --approver NAME --role R [--assurance mfa] --happened=true|false --reason TEXT
 
 The deployment backend's side of approvals, at a terminal: read the queue,
 and approve, refuse or reconcile with an assertion signed by the backend's
 Ed25519 private key (base64 seed or PEM 'ED25519 PRIVATE KEY') over the
 request's exact action. The broker verifies it against --approval-key.
+Reconciling needs the standing approving does: one of the rule's roles
+and at least its assurance. Arguments are printed as the dashboard shows
+them: hidden, bidirectional and control characters by code point.
 Exit status: 0 done, 1 refused by the broker (not allowed, already decided),
 2 usage.
 `
@@ -162,22 +166,64 @@ func derefReq(r *approval.Request) []approval.Request {
 	return []approval.Request{*r}
 }
 
+// printRequest prints a request for a person. Every string an agent or
+// provider could have chosen goes through reveal, so a bidi override or a
+// terminal escape in an argument is shown by code point, never acted on.
 func printRequest(env *cliEnv, r *approval.Request, full bool) {
-	fmt.Fprintf(env.stdout, "%s  %-15s  %s.%s  run %s  for %s/%s  rule %s\n", r.ID, r.State, r.Sink, r.Action, r.Run, r.Tenant, r.Person, r.Rule)
+	l := reveal.Line
+	fmt.Fprintf(env.stdout, "%s  %-15s  %s.%s  run %s  for %s/%s  rule %s\n", r.ID, r.State, l(r.Sink), l(r.Action), l(r.Run), l(r.Tenant), l(r.Person), l(r.Rule))
 	if !full {
+		if len(r.Arguments) > 0 {
+			fmt.Fprintf(env.stdout, "  %s\n", argSummary(r.Arguments, 120))
+		}
 		return
 	}
-	fmt.Fprintf(env.stdout, "  action %s\n  roles %s, least assurance %q\n", r.ActionDigest, strings.Join(r.Roles, ", "), r.Assurance)
+	need := strings.Join(r.Roles, ", ")
+	if need == "" {
+		need = "any reviewer"
+	}
+	if r.Assurance != "" {
+		need += ", assurance at least " + r.Assurance
+	}
+	fmt.Fprintf(env.stdout, "  action %s\n  who may approve: %s\n", r.ActionDigest, l(need))
 	for _, a := range r.Arguments {
-		fmt.Fprintf(env.stdout, "  %s = %s\n", a.Name, a.Value)
+		shown, _, dup := reveal.Value(a.Value)
+		lines := strings.Split(shown, "\n")
+		fmt.Fprintf(env.stdout, "  %s = %s\n", l(a.Name), l(lines[0]))
+		for _, more := range lines[1:] {
+			fmt.Fprintf(env.stdout, "      %s\n", l(more))
+		}
+		if notes := reveal.Notes(a.Value); len(notes) > 0 {
+			fmt.Fprintf(env.stdout, "      (shown with hidden characters made visible: %s)\n", strings.Join(notes, "; "))
+		}
+		if dup != "" {
+			fmt.Fprintf(env.stdout, "      (the key %s occurs twice in one object: programs may read either)\n", l(dup))
+		}
 	}
 	for _, c := range r.Checks {
-		fmt.Fprintf(env.stdout, "  check: %s -> %s (%s) from %s\n", c.Change, c.Outcome, c.Rule, strings.Join(c.Records, ", "))
+		recs := make([]string, len(c.Records))
+		for i, x := range c.Records {
+			recs[i] = l(x)
+		}
+		fmt.Fprintf(env.stdout, "  check: %s -> %s (%s) from %s\n", l(c.Change), l(c.Outcome), l(c.Rule), strings.Join(recs, ", "))
 	}
 	if d := r.Decision; d != nil {
-		fmt.Fprintf(env.stdout, "  decided: approved=%v by %s (%s, %s) %s\n", d.Approved, d.Approver, d.Assurance, d.Authenticated, d.Reason)
+		fmt.Fprintf(env.stdout, "  decided: approved=%v by %s (%s, %s) %s\n", d.Approved, l(d.Approver), l(d.Assurance), l(d.Authenticated), l(d.Reason))
 	}
 	if rc := r.Reconciled; rc != nil {
-		fmt.Fprintf(env.stdout, "  reconciled: happened=%v by %s %s\n", rc.Happened, rc.By, rc.Reason)
+		fmt.Fprintf(env.stdout, "  reconciled: happened=%v by %s %s\n", rc.Happened, l(rc.By), l(rc.Reason))
 	}
+}
+
+// argSummary is the arguments on one line, revealed and cut to max.
+func argSummary(as []approval.Argument, max int) string {
+	parts := make([]string, len(as))
+	for i, a := range as {
+		shown, kind, _ := reveal.Value(a.Value)
+		if kind == "json" {
+			shown = a.Value
+		}
+		parts[i] = a.Name + "=" + shown
+	}
+	return reveal.Short(strings.Join(parts, " "), max)
 }

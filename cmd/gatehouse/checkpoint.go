@@ -143,7 +143,12 @@ func cmdCheckpoint(ctx context.Context, env *cliEnv, args []string) error {
 	}
 	w, err := journal.Open(dir, journal.WriterOptions{Logger: log})
 	if errors.Is(err, journal.ErrLocked) {
-		return &exitError{code: exitFindings, err: fmt.Errorf("%w: a writer is running; ask it with POST /checkpoint on its web address", err)}
+		addr := "http://ADDR"
+		if ep, eerr := readEndpoints(dataDir); eerr == nil && ep.HTTP != "" {
+			addr = ep.HTTP
+		}
+		return &exitError{code: exitFindings, err: fmt.Errorf("%w: a writer is running; ask it to sign one: curl -X POST %s/checkpoint "+
+			"(once the dashboard has users, as an operator signed in there, or GET /checkpoint?fresh=1 in the browser)", err, addr)}
 	}
 	if err != nil {
 		return err

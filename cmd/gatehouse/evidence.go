@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/gatehouse/gatehouse/broker/evidence"
+	"github.com/gatehouse/gatehouse/dashboard/reveal"
 	"github.com/gatehouse/gatehouse/policy"
 )
 
@@ -173,9 +174,9 @@ func printTimeline(env *cliEnv, sel evidence.Selector, tl *evidence.TimelineRepo
 		if r.Closed != nil {
 			state = "closed " + r.Closed.Format("2006-01-02 15:04:05Z")
 		}
-		fmt.Fprintf(w, "\nrun %s for %s/%s", r.Run, r.For.Tenant, r.For.Person)
+		fmt.Fprintf(w, "\nrun %s for %s/%s", r.Run, reveal.Line(r.For.Tenant), reveal.Line(r.For.Person))
 		if r.Agent != "" {
-			fmt.Fprintf(w, " agent %s", r.Agent)
+			fmt.Fprintf(w, " agent %s", reveal.Line(r.Agent))
 		}
 		if r.Parent != "" {
 			fmt.Fprintf(w, " delegated from %s", r.Parent)
@@ -192,7 +193,7 @@ func printTimeline(env *cliEnv, sel evidence.Selector, tl *evidence.TimelineRepo
 			}
 			target := ""
 			if d.Target != "" {
-				target = " " + d.Target
+				target = " " + reveal.Line(d.Target)
 			}
 			verdict := string(d.Outcome)
 			if d.Rule != "" {
@@ -200,11 +201,11 @@ func printTimeline(env *cliEnv, sel evidence.Selector, tl *evidence.TimelineRepo
 			}
 			fmt.Fprintf(w, "  %s  %s.%s%s: %s, %s mode", d.Time.Format("15:04:05"), d.Sink, d.Action, target, verdict, d.Mode)
 			if d.Result != nil {
-				fmt.Fprintf(w, "; outcome %s, %d bytes", d.Result.Status, d.Result.Size)
+				fmt.Fprintf(w, "; outcome %s, %d bytes", reveal.Line(d.Result.Status), d.Result.Size)
 			}
 			fmt.Fprintln(w)
 			for _, r := range d.Reasons {
-				fmt.Fprintf(w, "      - %s (%s): %s\n", r.Refusal, r.Rule, r.Detail)
+				fmt.Fprintf(w, "      - %s (%s): %s\n", r.Refusal, reveal.Line(r.Rule), reveal.Line(r.Detail))
 			}
 		}
 		for _, a := range approvals {
@@ -214,12 +215,12 @@ func printTimeline(env *cliEnv, sel evidence.Selector, tl *evidence.TimelineRepo
 }
 
 func printApproval(w io.Writer, a evidence.ApprovalEntry) {
-	fmt.Fprintf(w, "  %s  approval of %s: %s by %s", a.Time.Format("15:04:05"), a.Effect, a.Outcome, a.Approver)
+	fmt.Fprintf(w, "  %s  approval of %s: %s by %s", a.Time.Format("15:04:05"), a.Effect, a.Outcome, reveal.Line(a.Approver))
 	if how := a.How(); how != "" {
 		fmt.Fprintf(w, " (%s)", how)
 	}
 	if a.Reason != "" {
-		fmt.Fprintf(w, ": %s", a.Reason)
+		fmt.Fprintf(w, ": %s", reveal.Line(a.Reason))
 	}
 	fmt.Fprintln(w)
 }

@@ -289,11 +289,15 @@ func (m *mcpHTTP) server(r *http.Request) *mcp.Server {
 	return s.MCP()
 }
 
-// agent returns the agent's own connection, dialing it on first use.
+// agent returns the agent's own connection, dialing it on first use and
+// again whenever it is not connected: once the agent's credential is
+// rotated or removed the server drops the connection and its reconnects
+// (with the old seed) fail, so a new dial takes the current seed, or fails.
+// A connection replaced while reconnecting ends by itself.
 func (m *mcpHTTP) agent(name string) (*client.Client, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if c, ok := m.conns[name]; ok {
+	if c, ok := m.conns[name]; ok && c.Conn().IsConnected() {
 		return c, nil
 	}
 	c, err := m.dial(name)

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -29,7 +30,6 @@ import (
 	"github.com/gatehouse/gatehouse/policy"
 	"github.com/gatehouse/gatehouse/sandbox"
 	"github.com/gatehouse/gatehouse/sinks/artifact"
-	"github.com/gatehouse/gatehouse/sinks/code"
 	"github.com/gatehouse/gatehouse/sinks/memory"
 	"github.com/gatehouse/gatehouse/sinks/output"
 	"github.com/gatehouse/gatehouse/sinks/peer"
@@ -83,7 +83,8 @@ type serveConfig struct {
 	redisURL      string
 	approvals     approvalFlags
 	integrity     integrityFlags
-	mcp           mcpFlags // mcpserve.go
+	dashboard     dashboardFlags // dashboard_serve.go
+	mcp           mcpFlags       // mcpserve.go
 
 	journalCapture     string
 	journalContentDays int
@@ -117,6 +118,7 @@ func serveFlags(env *cliEnv, c *serveConfig) *flagSet {
 	fs.stringVar(&c.redisURL, "redis-url", "", "keep memories in Redis (redis://host:port/db) instead of JetStream KV")
 	c.approvals.register(fs)
 	c.integrity.register(fs)
+	c.dashboard.register(fs)
 	c.mcp.register(fs)
 	fs.stringVar(&c.journalCapture, "journal-capture", envOr(env, "JOURNAL_CAPTURE", "full"), "what is kept of what decisions depended on, beside the journal in DATA_DIR/content: full (replayable), digests (verifiable only) or off (also $JOURNAL_CAPTURE)")
 	fs.stringVar(&c.contentStore, "content-store", "dir", "where captured content is kept: dir (DATA_DIR/content, this host only) or objectstore (the NATS Object Store bucket gatehouse_content, shared by every broker of a cluster)")
@@ -135,6 +137,9 @@ func cmdServe(ctx context.Context, env *cliEnv, args []string) error {
 	mode, err := policy.ParseMode(c.mode)
 	if err != nil {
 		return usageError("--mode: %v", err)
+	}
+	if err := c.dashboard.webConfig(&web.Config{}); err != nil {
+		return err
 	}
 	if _, err := sandboxConfig(c.sandboxTiers, c.sandboxUIDs); err != nil {
 		return err
@@ -170,7 +175,7 @@ func cmdServe(ctx context.Context, env *cliEnv, args []string) error {
 		defer ns.Shutdown()
 		ids.ns = ns
 		if nc, err = ns.Connect(embedded.RoleBroker); err == nil {
-			rc, err = ns.Connect(embedded.RoleReplies)
+			rc, err = ns.Connect(embedded.RoleReplies, repliesErrors(log))
 		}
 	} else {
 		replies := c.natsReplies
@@ -178,7 +183,7 @@ func cmdServe(ctx context.Context, env *cliEnv, args []string) error {
 			replies = c.natsCreds
 		}
 		if nc, err = connectNATS(c.natsURL, c.natsCreds, "gatehouse-serve"); err == nil {
-			rc, err = connectNATS(c.natsURL, replies, "gatehouse-replies")
+			rc, err = connectNATS(c.natsURL, replies, "gatehouse-replies", repliesErrors(log))
 		}
 	}
 	if err != nil {
@@ -342,10 +347,20 @@ func cmdServe(ctx context.Context, env *cliEnv, args []string) error {
 	if err != nil {
 		return err
 	}
-	srv, err := web.Start(web.Config{Addr: c.httpAddr, Status: status, Ready: ready,
+	webCfg := web.Config{Addr: c.httpAddr, Status: status, Ready: ready,
 		Metrics: promhttp.HandlerFor(reg, promhttp.HandlerOpts{}), Logger: log,
 		Users: users, SetupToken: setupToken, Approvals: apv, JournalDir: c.journalDir(),
-		Integrity: writerIntegrity(&c.integrity, signKey, loop, log), ReloadPolicy: pols.reload})
+		Integrity: writerIntegrity(&c.integrity, signKey, loop, log), ReloadPolicy: pols.reload,
+		Policy: policyByDigest(c.dataDir, func() *policy.Policy { p, _ := pols.current(); return p })}
+	if err := c.dashboard.webConfig(&webCfg); err != nil {
+		_ = svc.Close()
+		return err
+	}
+	if webCfg.State, err = openDashboardState(ctx, js, c.redisURL, c.replicas); err != nil {
+		_ = svc.Close()
+		return err
+	}
+	srv, err := web.Start(webCfg)
 	if err != nil {
 		_ = svc.Close()
 		return fmt.Errorf("web server on %s: %w (use --http to pick another address)", c.httpAddr, err)
@@ -480,7 +495,10 @@ func openSinks(ctx context.Context, js jetstream.JetStream, c *serveConfig, sb *
 	s.sinks = append(s.sinks, artifact.New(art, artifact.Config{}))
 
 	sameUID := sameUIDAllowed(c.mode)
-	codeSink := code.New(sb, code.Config{AllowSameUID: sameUID})
+	codeSink, err := openCode(ctx, js, c, sb, log, s, sameUID)
+	if err != nil {
+		return s, err
+	}
 	// Chromium starts on the first goto; screenshots go to the artifact
 	// store, under the names the artifact sink's get reads.
 	pool := browser.New(browser.Config{Logger: log, Artifacts: art,
@@ -680,6 +698,20 @@ func connectNATS(url, creds, name string, extra ...nats.Option) (*nats.Conn, err
 		opts = append(opts, o)
 	}
 	return nats.Connect(url, opts...)
+}
+
+// repliesErrors logs the asynchronous errors of the connection the broker
+// answers on, instead of printing them: the server's refusal of the start
+// probe (broker.ProbeReplies) is expected; any other permissions violation
+// is a reply the server kept from leaving the inbox spaces.
+func repliesErrors(log *slog.Logger) nats.Option {
+	return nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+		if errors.Is(err, nats.ErrPermissionViolation) && strings.Contains(err.Error(), subject.ProbeSubject) {
+			log.Debug("replies connection: the start probe was refused, as it must be", "err", err)
+			return
+		}
+		log.Error("replies connection", "err", err)
+	})
 }
 
 // endpoints is written to DATA_DIR/endpoints.json while serve runs, so the

@@ -18,8 +18,9 @@ its hash and its run's chain, every run against the head log, and every
 effect.attempt against an allowed policy.decision before it. DIR defaults
 to the journal of --data-dir (./.gatehouse/journal).
 
---export DIR checks an evidence export (gatehouse evidence TENANT/ --export):
-the files against its manifest, and each run it holds against the head log;
+--export DIR checks an evidence export (gatehouse evidence TENANT/ --export,
+or the dashboard's download unpacked: DIR is the TENANT-evidence folder or
+the folder it was unpacked into): the files against its manifest, and each run it holds against the head log;
 runs of others are expected to be absent. A plain verify refuses an export.
 With --log-key (and --witness-key for each witness) it also checks, offline,
 the checkpoint the export carries (bad-checkpoint), its head log against it

@@ -12,6 +12,7 @@ import (
 	"github.com/gatehouse/gatehouse/broker"
 	"github.com/gatehouse/gatehouse/broker/client"
 	"github.com/gatehouse/gatehouse/broker/embedded"
+	"github.com/gatehouse/gatehouse/dashboard/reveal"
 	"github.com/gatehouse/gatehouse/policy"
 )
 
@@ -346,11 +347,11 @@ func printEffect(env *cliEnv, r *broker.EffectReply) {
 	if !d.Recorded && d.Mode != policy.ModeOff {
 		line += " [NOT RECORDED]"
 	}
-	fmt.Fprintf(env.stdout, "%s\n  run %s effect %s\n", line, r.Run, r.Effect)
+	fmt.Fprintf(env.stdout, "%s\n  run %s effect %s\n", reveal.Line(line), reveal.Line(r.Run), reveal.Line(r.Effect))
 	for _, rs := range d.Reasons {
-		fmt.Fprintf(env.stdout, "  - %s (%s): %s\n", rs.Refusal, rs.Rule, rs.Detail)
+		fmt.Fprintf(env.stdout, "  - %s (%s): %s\n", rs.Refusal, reveal.Line(rs.Rule), reveal.Line(rs.Detail))
 	}
 	if o := r.Outcome; o != nil {
-		fmt.Fprintf(env.stdout, "  outcome %s, %d bytes, %s\n", o.Status, o.Size, o.Digest)
+		fmt.Fprintf(env.stdout, "  outcome %s, %d bytes, %s\n", reveal.Line(o.Status), o.Size, reveal.Line(o.Digest))
 	}
 }
