@@ -396,6 +396,9 @@ func (c *checker) readRequest() {
 // "payment" and "payment[iban]", "payment.iban", " iban", "remittance.email"
 // for remittance_email).
 func (c *checker) namesClash() {
+	if len(c.in.Call.Query) == 0 && c.bodyKind != bodyForm {
+		return // only JSON keys, which are literal (strictjson checked them)
+	}
 	type src struct{ prefix, key string }
 	var names []paramnames.Name
 	var from []src

@@ -45,7 +45,13 @@ type Clash struct{ A, B int }
 // same field or one inside the other, in order of A then B, each pair
 // once. Pairs of two Literal names are not reported.
 func Clashes(names []Name) []Clash {
-	if len(names) < 2 {
+	plain := 0
+	for _, n := range names {
+		if !n.Literal {
+			plain++
+		}
+	}
+	if len(names) < 2 || plain == 0 { // two literal names never clash here
 		return nil
 	}
 	readings := make([][]string, len(names))

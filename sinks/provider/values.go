@@ -24,6 +24,9 @@ func values(body []byte, contentType string, query url.Values) map[string]string
 		return out
 	}
 	literal := isJSONType(contentType)
+	if literal && len(query) == 0 {
+		return foldTwice(out)
+	}
 	names := make([]paramnames.Name, 0, len(out)+len(query))
 	keys := make([]string, 0, len(out)+len(query))
 	for k := range out {
@@ -41,8 +44,17 @@ func values(body []byte, contentType string, query url.Values) map[string]string
 		}
 	}
 	if literal { // JSON keys are literal to Clashes; equal up to case they are one field too
+		return foldTwice(out)
+	}
+	return dropEmpty(out)
+}
+
+// foldTwice marks the names of out equal up to case folding and NFC as
+// sent twice, then drops those without a usable value.
+func foldTwice(out map[string]string) map[string]string {
+	if len(out) > 1 {
 		first := make(map[string]string, len(out))
-		for _, k := range keys[:inBody] {
+		for k := range out {
 			f := strictjson.FoldKey(k)
 			if prev, ok := first[f]; ok {
 				out[k], out[prev] = sentTwice, sentTwice
@@ -51,6 +63,10 @@ func values(body []byte, contentType string, query url.Values) map[string]string
 			first[f] = k
 		}
 	}
+	return dropEmpty(out)
+}
+
+func dropEmpty(out map[string]string) map[string]string {
 	for k, v := range out {
 		if v == "" {
 			delete(out, k) // seen, but no value a limit can use
