@@ -353,7 +353,7 @@ func paymentAttacks() []payAttack {
 		"//payments", "/./payments", "/payments//", "/payments/.", "/payments/x/..", "\\payments", "/x\\..\\payments",
 		"/p\u0430yments", "/paymentſ", "/payment\u0455", "/\uff50ayments", "/pay\u00adments", "/payments\u200b", "/pay\u0307ments", "/payments\u3000",
 		"/payments%00", "/payments%0a", "/payments%09", "/payments%ff", "/payments%252e", "/api/payments", "/../payments",
-		"/payments;", "/payments;x", "/payments;.json",
+		"/payments;", "/payments;x", "/payments;.json", "/payments+", "/%20/payments", "/payments%3F/x", "/payments%E2%80%A8", "/...%20/payments",
 	} {
 		add("path "+p, evilPay(func(m map[string]any) { m["path"] = p }))
 		add("path without atom "+p, evilPay(func(m map[string]any) { m["path"] = p; delete(m, "atom") }))

@@ -279,7 +279,7 @@ func (p *Provider) resolvePath(raw string) (rel, tmpl string, err error) {
 	}
 	if best == nil {
 		if op := p.fitsCut(segs); op != "" {
-			return "", "", ambiguous("a segment of the path is the operation %s's followed by a suffix (a format such as .json, a trailing dot or space, a decoded ? # or :), which servers that take format suffixes or trim segments route to that operation", op)
+			return "", "", ambiguous("the path is the operation %s's with a suffix (a format such as .json, a trailing dot, a decoded ? # : or +), white space, or a segment of only white space or dots, which servers that take format suffixes or trim segments route to that operation", op)
 		}
 	}
 	var b strings.Builder
@@ -354,26 +354,55 @@ func (p *Provider) fit(segs []pathSeg, folded []string) (best *opTemplate, foldO
 	return best, foldOnly
 }
 
-// segmentCut are the characters after which servers may drop the rest of
-// a segment: a format suffix (Rails, Spring's suffix patterns), trailing
-// dots and spaces (IIS and Windows), a decoded "?", "#" (proxies that
-// decode before they forward) or ":" (an NTFS stream name).
-const segmentCut = ". ?#:"
-
-// fitsCut returns the template a path that fits none would fit with one
-// of its segments cut at a segmentCut character, "" when there is none:
-// "/payments.json" for the template /payments.
-func (p *Provider) fitsCut(segs []pathSeg) string {
-	for i, s := range segs {
-		j := strings.IndexAny(s.dec, segmentCut)
-		if j <= 0 {
-			continue
+// Servers route a path on less than what was sent: a format suffix
+// (Rails, Spring's suffix patterns) or an NTFS stream name (":") is cut
+// off a segment, trailing dots and white space are trimmed (IIS, and
+// .NET's Trim takes every Unicode space), a segment trimming leaves
+// nothing of is dropped, code that decodes a path as a form reads "+" as
+// a space, and a proxy that decodes before it forwards ends the path at a
+// decoded "?" or "#". lenientReadings makes those readings of a decoded
+// path, every segment read alike, as one server would.
+func lenientReadings(segs []pathSeg) [][]pathSeg {
+	dotOrSpace := func(r rune) bool { return r == '.' || unicode.IsSpace(r) }
+	cutAt := func(r rune) bool { return r == '.' || r == ':' || r == '+' || unicode.IsSpace(r) }
+	read := func(segs []pathSeg, cut bool) []pathSeg {
+		out := make([]pathSeg, 0, len(segs))
+		for _, s := range segs {
+			d := strings.TrimRightFunc(strings.TrimFunc(s.dec, unicode.IsSpace), dotOrSpace)
+			if cut {
+				if j := strings.IndexFunc(d, cutAt); j > 0 {
+					d = d[:j]
+				}
+			}
+			if d == "" {
+				continue // trimmed away: an empty segment, which servers merge
+			}
+			out = append(out, pathSeg{dec: d, enc: escapeSegment(d)})
 		}
-		cut := append([]pathSeg(nil), segs...)
-		cut[i] = pathSeg{dec: s.dec[:j], enc: escapeSegment(s.dec[:j])}
-		if best, foldOnly := p.fit(cut, nil); best != nil {
+		return out
+	}
+	var out [][]pathSeg
+	for i, s := range segs {
+		if j := strings.IndexAny(s.dec, "?#"); j >= 0 {
+			q := append(append([]pathSeg(nil), segs[:i]...), pathSeg{dec: s.dec[:j], enc: escapeSegment(s.dec[:j])})
+			out = append(out, read(q, false), read(q, true))
+			break
+		}
+	}
+	return append(out, read(segs, false), read(segs, true))
+}
+
+// fitsCut returns the template a path that fits none fits in a reading of
+// lenientReadings, "" when it fits none there either: "/payments.json",
+// "/payments%20", "/%20/payments" or "/payments%3F/x" for the template
+// /payments.
+func (p *Provider) fitsCut(segs []pathSeg) string {
+	for _, r := range lenientReadings(segs) {
+		best, foldOnly := p.fit(r, nil)
+		if best != nil {
 			return best.text
-		} else if foldOnly != "" {
+		}
+		if foldOnly != "" {
 			return foldOnly
 		}
 	}

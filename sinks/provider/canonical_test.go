@@ -97,6 +97,13 @@ func TestCanonicalPath(t *testing.T) {
 		{provider: "erp", path: "/payments%3Fx", ambiguous: "suffix"}, // a proxy that decodes ? before it forwards
 		{provider: "erp", path: "/payments%23", ambiguous: "suffix"},
 		{provider: "erp", path: "/payments::$DATA", ambiguous: "suffix"}, // an NTFS stream
+		{provider: "erp", path: "/payments+", ambiguous: "suffix"},
+		{provider: "erp", path: "/%20payments", ambiguous: "white space"},
+		{provider: "erp", path: "/payments\u2028", ambiguous: "suffix"},
+		{provider: "erp", path: "/%20/payments", ambiguous: "only white space"},
+		{provider: "erp", path: "/.../payments", ambiguous: "only white space or dots"},
+		{provider: "erp", path: "/payments%3F/x/y", ambiguous: "suffix"},
+		{provider: "erp", path: "/payments%23x/y", ambiguous: "suffix"},
 		{provider: "erp", path: "/invoices.xml/INV-7", ambiguous: "suffix"},
 		{provider: "strict", path: "/Payments.json", ambiguous: "suffix"},
 		{provider: "erp", path: "/invoices/INV-7.json", want: "/api/invoices/INV-7.json", tmpl: "/invoices/{id}"},

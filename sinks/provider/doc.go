@@ -62,12 +62,14 @@
 //     the template has one; placeholder values are kept as given. The most
 //     specific template wins (a literal before a placeholder, from the
 //     left). A path no template fits is sent as decoded and re-encoded,
-//     unless it would fit one with a segment cut at a ".", a space, a "?",
-//     a "#" or a ":" (decoded): that is ambiguous-request, since Rails
-//     formats and Spring's suffix patterns route "/payments.json" to
-//     /payments, IIS trims trailing dots and spaces, proxies that decode
-//     before they forward turn "%3F" into a query, and NTFS reads
-//     "payments::$DATA" as payments.
+//     unless it would fit one with a segment cut at a ".", "?", "#", ":",
+//     "+" or white space, or with white space trimmed around it (all
+//     decoded): that is ambiguous-request, since Rails formats and
+//     Spring's suffix patterns route "/payments.json" to /payments, IIS
+//     trims trailing dots and spaces (.NET's Trim any Unicode space),
+//     proxies that decode before they forward turn "%3F" into a query,
+//     code that decodes a path as a form reads "+" as a space, and NTFS
+//     reads "payments::$DATA" as payments.
 //     On a path_case: sensitive provider a path that fits a template only
 //     ignoring case is ambiguous-request. The catalogue may not hold two
 //     templates one path could fit in two spellings. On a case-insensitive
