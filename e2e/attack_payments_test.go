@@ -664,21 +664,48 @@ func (b *bigSum) String() string {
 	return tot
 }
 
-// TestAttackCatalogueHeaders: a catalogue that lets agents set a header
-// which changes how the provider reads the body or the method (a gzip
-// body whose header comment is the grounded form and whose data the
-// attacker's; a method override spelt with underscores, which CGI and
-// Rack file under the same name) does not load: policy check says so, and
-// serve does not start with it.
-func TestAttackCatalogueHeaders(t *testing.T) {
+// TestAttackPolicyCheck: the mistakes a new user makes in the files of
+// the attack deployment are caught by gatehouse policy check before they
+// are served. A catalogue that lets agents set a header which changes how
+// the provider reads the body or the method (a gzip body whose header
+// comment is the grounded form and whose data the attacker's; a method
+// override spelt with underscores, which CGI and Rack file under the same
+// name) does not load; a deny rule whose target is a bare path, or a path
+// without the base path, denies nothing and is a problem; a grounding
+// rule that leaves other_fields at allow gets a note (and the check still
+// passes); a bound written as a quoted number with a comma is refused
+// naming the number.
+func TestAttackPolicyCheck(t *testing.T) {
 	dir := t.TempDir()
+	write := func(name, text string) { must(t, os.WriteFile(filepath.Join(dir, name), []byte(text), 0o600)) }
+	check := func(args ...string) (int, string) {
+		r := ghAt(t, dir, append([]string{"policy", "check"}, args...)...)
+		return r.code, r.stdout + r.stderr
+	}
+	cat := fmt.Sprintf(attackProviders, "http://127.0.0.1:9")
 	for _, h := range []string{"Content-Encoding", "X_HTTP_METHOD_OVERRIDE", "Content-Range", "X-Forwarded-Uri"} {
-		cat := fmt.Sprintf(attackProviders, "http://127.0.0.1:9")
-		cat = strings.Replace(cat, "headers_allowed: [Accept]", "headers_allowed: [Accept, "+h+"]", 1)
-		must(t, os.WriteFile(filepath.Join(dir, "providers.yaml"), []byte(cat), 0o600))
-		r := ghAt(t, dir, "policy", "check", "--providers", "providers.yaml")
-		if r.code != 1 || !strings.Contains(r.stdout, "may not come from an agent") {
-			t.Errorf("headers_allowed %s: exit %d\n%s%s", h, r.code, r.stdout, r.stderr)
+		write("providers.yaml", strings.Replace(cat, "headers_allowed: [Accept]", "headers_allowed: [Accept, "+h+"]", 1))
+		if code, out := check("--providers", "providers.yaml"); code != 1 || !strings.Contains(out, "may not come from an agent") {
+			t.Errorf("headers_allowed %s: exit %d\n%s", h, code, out)
 		}
+	}
+	write("providers.yaml", cat)
+	write("grounding.yaml", attackGrounding)
+	write("policy.yaml", attackPolicy)
+	code, out := check("--policy", "policy.yaml", "--providers", "providers.yaml", "--grounding", "grounding.yaml")
+	if code != 0 || strings.Count(out, "note: grounding.yaml: ") != 3 || !strings.Contains(out, `note: grounding.yaml: rule[1] "transfer" other_fields: other_fields is allow`) {
+		t.Fatalf("the attack deployment: exit %d\n%s", code, out)
+	}
+	write("policy.yaml", strings.Replace(attackPolicy, `target: "**/api/payments/quick"`, `target: /api/payments/quick`, 1))
+	if code, out := check("--policy", "policy.yaml", "--providers", "providers.yaml"); code != 1 || !strings.Contains(out, `effects[0] "no-quick-payments" match.target: target /api/payments/quick is a path`) {
+		t.Errorf("a bare path target: exit %d\n%s", code, out)
+	}
+	write("policy.yaml", strings.Replace(attackPolicy, `target: "**/api/payments/quick"`, `target: "127.0.0.1:9/payments/quick"`, 1))
+	if code, out := check("--policy", "policy.yaml", "--providers", "providers.yaml"); code != 1 || !strings.Contains(out, "write 127.0.0.1:9/api/payments/quick") {
+		t.Errorf("a target without the base path: exit %d\n%s", code, out)
+	}
+	write("grounding.yaml", strings.Replace(attackGrounding, "at_least: 0.01", `at_least: "0,01"`, 1))
+	if code, out := check("--providers", "providers.yaml", "--grounding", "grounding.yaml"); code != 1 || !strings.Contains(out, `"0,01" is not a plain decimal number`) {
+		t.Errorf("a bound with a comma: exit %d\n%s", code, out)
 	}
 }

@@ -259,6 +259,8 @@ func TestBoundsParseErrors(t *testing.T) {
 		`{field: request.json.amount, at_most: invoice.x, as: money, sign: up}`: "sign takes positive, non-negative or any",
 		`{field: request.json.payee, equals: invoice.x, as: text, sign: any}`:   "sign is for money and number",
 		`{field: request.json.amount, at_most: 1e5, as: money}`:                 "not a plain decimal number",
+		`{field: request.json.amount, at_least: "0,01", as: money}`:             "\"0,01\" is not a plain decimal number (write e.g. 0.01",
+		`{field: request.json.amount, at_least: "+1", as: money}`:               "not a plain decimal number",
 		`{field: request.json.amount, at_most: 1, at_least: 0, as: money}`:      "both given",
 		`{field: request.json.amount, at_least: "invoice.x[*]", as: money}`:     "[*] is only for one_of",
 	} {
@@ -324,5 +326,26 @@ func TestWrittenAnywhere(t *testing.T) {
 	}
 	if f := check(honestStore().wrote("wf-1", "crm", AnyPath, now.Add(-2*time.Hour)).wrote("wf-2", "erp", AnyPath, now.Add(-2*time.Hour))); f != "" {
 		t.Fatalf("another provider's or workflow's change: %s", f)
+	}
+}
+
+// TestQuotedLiteralBound: a bound written as a quoted number is the
+// number, not a path to a binding named "0".
+func TestQuotedLiteralBound(t *testing.T) {
+	rules, err := Parse("g.yaml", []byte(`grounding:
+  - name: pay
+    match: {provider: erp, path: /payments}
+    require:
+      - {field: request.json.amount, at_least: "0.01", as: money}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for amount, ok := range map[string]bool{"0.01": true, "0.001": false} {
+		res := rules.Check(context.Background(), Input{Workflow: "wf-1", Now: now, Records: newFake(),
+			Call: Call{Provider: "erp", Method: "POST", Path: "/payments", Body: []byte(`{"amount":"` + amount + `"}`), ContentType: "application/json"}})
+		if (len(res.Failures) == 0) != ok {
+			t.Errorf("amount %s: %q", amount, res.Failures)
+		}
 	}
 }

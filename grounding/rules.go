@@ -795,10 +795,10 @@ func (c *compiler) requirement(ru *rule, j int, n *yaml.Node, ruleWhere string) 
 	if err := c.sign(&q, signNode, where); err != nil {
 		return q, err
 	}
-	if (q.rel == relAtMost || q.rel == relAtLeast) && relNode.Kind == yaml.ScalarNode && (relNode.ShortTag() == "!!int" || relNode.ShortTag() == "!!float") {
-		// A literal bound: at_most: 1000, at_least: 0.01.
+	if (q.rel == relAtMost || q.rel == relAtLeast) && relNode.Kind == yaml.ScalarNode && (relNode.ShortTag() == "!!int" || relNode.ShortTag() == "!!float" || looksNumeric(relNode.Value)) {
+		// A literal bound: at_most: 1000, at_least: 0.01 (or quoted).
 		if !decimalSyntax(relNode.Value, q.kind == KindNumber) {
-			return q, c.At(relNode, where+" "+relName, "%q is not a plain decimal number", relNode.Value)
+			return q, c.At(relNode, where+" "+relName, "%q is not a plain decimal number (write e.g. 0.01 or 1000, or a record's field such as invoice.amount_due)", relNode.Value)
 		}
 		q.list = []any{json.Number(relNode.Value)}
 		q.text = fmt.Sprintf("%s %s %s (%s)", q.field.text, relName, relNode.Value, q.kind)
@@ -878,6 +878,12 @@ func (c *compiler) sign(q *requirement, n *yaml.Node, where string) error {
 		return c.At(n, where+" sign", "unknown value %q (sign takes positive, non-negative or any)", s)
 	}
 	return nil
+}
+
+// looksNumeric reports text that is meant as a number rather than a
+// path: it starts with a digit, a sign or a dot (no binding name does).
+func looksNumeric(s string) bool {
+	return s != "" && (isDigit(s[0]) || s[0] == '-' || s[0] == '+' || s[0] == '.')
 }
 
 // literal reads a one_of entry: a string, a decimal number, true, false

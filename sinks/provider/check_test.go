@@ -25,6 +25,14 @@ integrations:
 	pol, err := policy.Parse("policy.yaml", []byte(`rules:
   - {name: no-admin, decision: deny, match: {provider: erp, method: DELETE}}
   - {name: typo, decision: deny, match: {provider: epr}}
+effects:
+  - {name: bare-path, decision: deny, match: {sink: provider, target: /api/payments}}
+  - {name: no-base, decision: deny, match: {sink: provider, target: "erp.example.com:8443/payments"}}
+  - {name: any-host, decision: deny, match: {sink: provider, target: "**/api/payments"}}
+  - {name: whole-host, decision: deny, match: {sink: provider, target: "erp.example.com:8443/**"}}
+  - {name: output-target, decision: deny, match: {sink: output, target: /leak}}
+  - {name: every-sink, decision: deny, match: {target: "erp.example.com:8443/payments"}}
+  - {name: every-sink-path, decision: deny, match: {target: "/tmp/x"}}
 scopes:
   require:
     - {scope: payments.write, match: {provider: erp, method: POST, path: /api/payments}}
@@ -48,6 +56,9 @@ approvals:
 	}
 	want := []string{
 		`rules[1] "typo" match.provider: provider "epr" is not in the provider catalogue providers.yaml`,
+		`effects[0] "bare-path" match.target: target /api/payments is a path, but a provider call's target is its host and path (such as erp.example.com:8443/api/...), so the rule matches no provider call; fix: write **/api/payments for any host, or the host and the path`,
+		`effects[1] "no-base" match.target: target erp.example.com:8443/payments can match no provider call: every path sent starts with its provider's base path; fix: targets are host and path as sent: write erp.example.com:8443/api/payments`,
+		`effects[5] "every-sink" match.target: target erp.example.com:8443/payments can match no provider call`,
 		`scopes.require[2] "relative" match: the match fits no operation`,
 		`approvals[1] "relative" match: the match fits no operation the catalogue declares, so it reaches no call made through an integration (paths are matched as sent); fix: provider erp's base_url has the path /api and paths are matched as sent: write /api/payments`,
 		`approvals[2] "no-such-method" match: the match fits no operation`,
