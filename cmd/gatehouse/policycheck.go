@@ -25,7 +25,12 @@ against each other before anything is served:
     declares;
   - every approvals and scopes rule about provider calls fits a declared
     operation, and every provider, integration and host a rule names is in
-    the catalogue.
+    the catalogue;
+  - every effects target about provider calls can match one (a target is
+    host and path as sent, the base_url's path included).
+
+Notes (a grounding rule that leaves other_fields at allow) are printed
+too, and do not fail the check.
 
 Each problem is printed with its file, rule and what to write instead.
 --grounding needs --providers, as serve does; with --mcp-servers, grounding
