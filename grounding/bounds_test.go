@@ -317,15 +317,30 @@ func TestWrittenAnywhere(t *testing.T) {
 	if f := check(honestStore().wrote("wf-1", "erp", AnyPath, now.Add(-30*time.Second))); f != "" {
 		t.Fatalf("a change after the reads: %s", f)
 	}
-	if f := check(honestStore().wrote("wf-1", "erp", AnyPath, now.Add(-2*time.Minute))); !strings.Contains(f, "binding invoice: the record of erp:/invoices/{id} was read after this workflow sent erp a change") {
+	if f := check(honestStore().wrote("wf-1", "erp", AnyPath, now.Add(-2*time.Minute))); !strings.Contains(f, "binding invoice: the record of erp:/invoices/{id} was read after this workflow or its agent sent erp a change") {
 		t.Fatalf("a change before the reads: %s", f)
 	}
 	f := check(honestStore().wrote("wf-1", "erp", AnyPath, now.Add(-55*time.Second)))
-	if !strings.Contains(f, "binding supplier: the record of erp:/suppliers/{id} was read after this workflow sent erp a change no grounding rule checked") || strings.Contains(f, "binding invoice:") {
+	if !strings.Contains(f, "binding supplier: the record of erp:/suppliers/{id} was read after this workflow or its agent sent erp a change no grounding rule checked") || strings.Contains(f, "binding invoice:") {
 		t.Fatalf("a change between the reads: %s", f)
 	}
 	if f := check(honestStore().wrote("wf-1", "crm", AnyPath, now.Add(-2*time.Hour)).wrote("wf-2", "erp", AnyPath, now.Add(-2*time.Hour))); f != "" {
 		t.Fatalf("another provider's or workflow's change: %s", f)
+	}
+	// The agent's own change in another workflow counts; another agent's
+	// does not.
+	byAgent := func(agent string) string {
+		store := honestStore().wrote(AgentScope("bot"), "erp", AnyPath, now.Add(-2*time.Hour))
+		return strings.Join(rules.Check(context.Background(), Input{Workflow: "wf-1", Agent: agent, Now: now, Records: store, Call: paymentCall(payment(nil))}).Failures, "; ")
+	}
+	if f := byAgent("bot"); !strings.Contains(f, "binding invoice: the record of erp:/invoices/{id} was read after this workflow or its agent sent erp a change") {
+		t.Fatalf("the agent's change in another workflow: %s", f)
+	}
+	if f := byAgent("clerk"); f != "" {
+		t.Fatalf("another agent's change: %s", f)
+	}
+	if AgentScope("") != "agent:_shared" {
+		t.Fatal(AgentScope(""))
 	}
 }
 

@@ -75,7 +75,24 @@ type Records interface {
 // account changed through /bank-accounts, or at a path spelt another way
 // than the one later read). A record read at or after that mark grounds
 // nothing. Real paths start with "/", so it is never one.
+//
+// The broker marks it for the asking agent too, under the workflow
+// AgentScope(agent), and Check asks both: an agent that changed a
+// provider's data without grounding in one run cannot ground a payment
+// on that data in another (segregation of duties: who maintains the
+// supplier master does not pay from it). The mark lasts as long as the
+// record store keeps it after the agent's last such change.
 const AnyPath = "*"
+
+// AgentScope is the workflow key under which an agent's ungrounded changes
+// are marked ("agent:" and the identity, "_shared" for the shared one). Run
+// ids never start with "agent:".
+func AgentScope(agent string) string {
+	if agent == "" {
+		agent = "_shared"
+	}
+	return "agent:" + agent
+}
 
 // Spend is a record a grounded call relies on as the bound of an amount:
 // the binding a money or number requirement compares against. Once the
@@ -96,7 +113,11 @@ type Reread func(ctx context.Context, provider, path string) (Record, error)
 // Input is everything Check looks at.
 type Input struct {
 	Workflow string // records are per workflow (the root run id)
-	Call     Call
+	// Agent is the agent identity asking ("" the shared one): its changes
+	// no rule grounded, in any workflow, count like the workflow's own
+	// (AgentScope).
+	Agent string
+	Call  Call
 	// Caller is the caller's structured input, for selectors_from: [input];
 	// nil: none given. Numbers should be json.Number (or Go integers); a
 	// float64 is read only when it holds a whole number within ±2^53.
@@ -754,7 +775,7 @@ func (c *checker) bind(i int) {
 			c.fail("binding %s: the record store could not say whether this workflow changed provider %s: %v", b.name, b.provider, err)
 			ok = false
 		} else if !written.IsZero() && !chosen.ReadAt.Before(written) {
-			c.fail("binding %s: the record of %s was read after this workflow sent %s a change no grounding rule checked, so it may show that change", b.name, what, b.provider)
+			c.fail("binding %s: the record of %s was read after this workflow or its agent sent %s a change no grounding rule checked, so it may show that change", b.name, what, b.provider)
 			ok = false
 		}
 		if b.spends {
@@ -805,13 +826,20 @@ func (c *checker) bind(i int) {
 	c.res.Citations = append(c.res.Citations, cite)
 }
 
-// writtenAnywhere is WrittenAt with AnyPath, asked once per provider in a
-// check.
+// writtenAnywhere is the first of WrittenAt with AnyPath for the workflow
+// and for the agent's scope, asked once per provider in a check.
 func (c *checker) writtenAnywhere(provider string) (time.Time, error) {
 	if m, ok := c.anywhere[provider]; ok {
 		return m.at, m.err
 	}
 	at, err := c.in.Records.WrittenAt(c.ctx, c.in.Workflow, provider, AnyPath)
+	if err == nil {
+		var byAgent time.Time
+		byAgent, err = c.in.Records.WrittenAt(c.ctx, AgentScope(c.in.Agent), provider, AnyPath)
+		if !byAgent.IsZero() && (at.IsZero() || byAgent.Before(at)) {
+			at = byAgent
+		}
+	}
 	if c.anywhere == nil {
 		c.anywhere = map[string]mark{}
 	}

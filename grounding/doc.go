@@ -150,7 +150,8 @@
 //     read before the write is still a record the run did not shape), or
 //     at or after the time it first sent the provider a change no rule
 //     grounded (WrittenAt with AnyPath: such a change may show in any
-//     record, under any path), when a money or number requirement compares
+//     record, under any path), or that the asking agent sent one in any
+//     workflow (WrittenAt of AgentScope(agent) with AnyPath), when a money or number requirement compares
 //     against it and it was read at or before the newest record of its
 //     path that a carried-out call already relied on
 //     (Records.SpentThrough; see Spend: the record that bounds an amount
@@ -199,5 +200,5 @@
 // those; grounding costs nothing when no rule applies. The broker records
 // its mutating calls to the same paths for WrittenAt, and, when no rule
 // grounded one, marks the whole provider (AnyPath) for every provider
-// ReadsFrom names.
+// ReadsFrom names, for the workflow and for the agent's scope.
 package grounding

@@ -98,11 +98,12 @@ func (p *played) SpentThrough(_ context.Context, workflow, provider, path string
 
 // mark answers WrittenAt or SpentThrough from the answers recorded.
 func (p *played) mark(marks []content.WriteMark, workflow, provider, path string) (time.Time, error) {
-	if workflow != p.g.Workflow {
-		return time.Time{}, nil
-	}
 	for _, w := range marks {
-		if w.Provider == provider && w.Path == path {
+		scope := w.Workflow
+		if scope == "" {
+			scope = p.g.Workflow
+		}
+		if scope == workflow && w.Provider == provider && w.Path == path {
 			if w.Error != "" {
 				return time.Time{}, errors.New(w.Error)
 			}
@@ -196,6 +197,7 @@ func (r *replayer) ground(ev journal.Event, d *journal.Decision, req *content.Re
 	}
 	in := grounding.Input{
 		Workflow: g.Workflow,
+		Agent:    g.Agent,
 		Call: grounding.Call{Provider: g.Call.Provider, Method: g.Call.Method, Path: g.Call.Path, Query: g.Call.Query,
 			Body: g.Call.Body, ContentType: g.Call.ContentType},
 		Caller: callerInput(g.Caller), Now: g.Now, Records: p,

@@ -71,6 +71,9 @@ func (r *recorder) Lookup(ctx context.Context, workflow, provider, path string) 
 func (r *recorder) WrittenAt(ctx context.Context, workflow, provider, path string) (time.Time, error) {
 	at, err := r.recs.WrittenAt(ctx, workflow, provider, path)
 	m := markOf(provider, path, at, err)
+	if workflow != r.g.Workflow {
+		m.Workflow = workflow // the agent's scope
+	}
 	r.mu.Lock()
 	r.g.Writes = append(r.g.Writes, m)
 	r.mu.Unlock()
@@ -126,7 +129,7 @@ func readOf(provider, path string, recs []grounding.Record, err error) content.R
 func recordInput(rules *grounding.Rules, in *grounding.Input, run *broker.Run) *content.Grounding {
 	c := in.Call
 	return &content.Grounding{
-		RulesDigest: rules.Digest(), Workflow: in.Workflow, Now: in.Now.UTC(), Caller: slices.Clone(run.Input),
+		RulesDigest: rules.Digest(), Workflow: in.Workflow, Agent: in.Agent, Now: in.Now.UTC(), Caller: slices.Clone(run.Input),
 		Call: content.GroundingCall{Provider: c.Provider, Method: c.Method, Path: c.Path, Query: c.Query,
 			Body: slices.Clone(c.Body), ContentType: c.ContentType},
 	}

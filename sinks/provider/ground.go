@@ -44,9 +44,15 @@ import (
 //     change may show in any record: a supplier's bank account added
 //     through /bank-accounts, or changed at /suppliers/s-1 when the ERP
 //     reads ids without regard to case. A record read after such a mark
-//     grounds nothing in the workflow. A mark that cannot be stored stops
-//     the call (error record-store), since a read after an unrecorded
-//     write could otherwise ground.
+//     grounds nothing in the workflow, and the same mark is made for the
+//     run's agent (grounding.AgentScope), so a record read after the
+//     agent's own ungrounded change, in any later run, grounds nothing
+//     either, until DefaultRecordAge after its last such change: an
+//     agent that edits the supplier master in one run does not pay from
+//     it in the next. Give master-data changes and payments to two
+//     agents, or ground the change with a rule of its own. A mark that
+//     cannot be stored stops the call (error record-store), since a read
+//     after an unrecorded write could otherwise ground.
 //   - Spent records. A record a money or number requirement compared
 //     against (the invoice whose amount_due bounds the payment) grounds one
 //     carried-out call: before a grounded call is sent, Perform marks each
@@ -123,6 +129,7 @@ func (s *Sink) ground(ctx context.Context, run *broker.Run, c *call, prop *broke
 	rules := s.rules.Load() // one set of rules for the whole check, even across a reload
 	in := grounding.Input{
 		Workflow: workflow(run),
+		Agent:    run.Agent,
 		Call: grounding.Call{Provider: c.prov.Name, Method: c.method, Path: c.path, Query: c.query,
 			Body: c.body, ContentType: c.contentType},
 		Caller:  callerInput(run),
@@ -183,14 +190,16 @@ func (c *call) plainRead() bool {
 // markWritten notes, before a mutation is sent, that the workflow wrote to
 // the path and to each parent path a rule keeps, and, when no rule
 // grounded the call, to the provider as a whole (grounding.AnyPath), and
-// to every provider of the same server (Catalogue.SameServer): a change
-// nothing checked may show in any of the server's records, under any path
-// and through any base path.
+// to every provider of the same server (Catalogue.SameServer), for the
+// workflow and for the run's agent in every workflow
+// (grounding.AgentScope): a change nothing checked may show in any of the
+// server's records, under any path and through any base path, and in a
+// later run of the same agent.
 func (s *Sink) markWritten(ctx context.Context, run *broker.Run, c *call) error {
 	at := s.now()
 	rules := s.rules.Load()
-	mark := func(provider, p string) error {
-		if err := s.records.Wrote(ctx, workflow(run), provider, p, at); err != nil {
+	mark := func(scope, provider, p string) error {
+		if err := s.records.Wrote(ctx, scope, provider, p, at); err != nil {
 			return &CallError{Provider: c.prov.Name, Type: "record-store", Err: err,
 				Detail: "the write could not be noted for grounding, so it was not sent. Operator: make the grounding record store reachable"}
 		}
@@ -198,8 +207,11 @@ func (s *Sink) markWritten(ctx context.Context, run *broker.Run, c *call) error 
 	}
 	if !c.grounded {
 		for _, q := range s.cat.SameServer(c.prov) {
-			if rules.ReadsFrom(q) {
-				if err := mark(q, grounding.AnyPath); err != nil {
+			if !rules.ReadsFrom(q) {
+				continue
+			}
+			for _, scope := range []string{workflow(run), grounding.AgentScope(run.Agent)} {
+				if err := mark(scope, q, grounding.AnyPath); err != nil {
 					return err
 				}
 			}
@@ -211,7 +223,7 @@ func (s *Sink) markWritten(ctx context.Context, run *broker.Run, c *call) error 
 			p = "/"
 		}
 		if rules.Keeps(c.prov.Name, p) {
-			if err := mark(c.prov.Name, p); err != nil {
+			if err := mark(workflow(run), c.prov.Name, p); err != nil {
 				return err
 			}
 		}

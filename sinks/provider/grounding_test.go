@@ -78,24 +78,6 @@ func TestGroundingAttacks(t *testing.T) {
 		})
 	}
 
-	t.Run("read after the workflow wrote to the record", func(t *testing.T) {
-		run := s.open(t, "ada")
-		r := s.call(t, run, policy.OriginShipped, map[string]any{"provider": "erp", "method": "PATCH", "path": "/suppliers/S-1",
-			"atom": "erp.suppliers.update", "body": json.RawMessage(`{"iban":"` + attackerIBAN + `"}`)})
-		mustAllow(t, r)
-		defer s.erp.setSupplier("S-1", "iban", supplierIBAN)
-		s.readBoth(t, run)
-		before := s.erp.count("POST", "/payments")
-		r = s.call(t, run, policy.OriginShipped, pay(payment(attackerIBAN, "1200.00", "Acme Supplies")))
-		mustRefuse(t, r, policy.RefuseUngrounded)
-		if s.erp.count("POST", "/payments") != before {
-			t.Fatal("reached /payments")
-		}
-		if d := s.decision(t, run, r.Effect); !strings.Contains(d.Reasons[0].Detail, "a change no grounding rule checked") {
-			t.Fatalf("refused for another reason: %s", d.Reasons[0].Detail)
-		}
-	})
-
 	t.Run("the honest payment", func(t *testing.T) {
 		run := s.open(t, "ada")
 		s.readBoth(t, run)
@@ -121,6 +103,26 @@ func TestGroundingAttacks(t *testing.T) {
 			}
 		}
 	})
+	// Last: the change marks the shared agent, whose later runs ground
+	// nothing on erp (TestGroundingAfterAnUngroundedChange).
+	t.Run("read after the workflow wrote to the record", func(t *testing.T) {
+		run := s.open(t, "ada")
+		r := s.call(t, run, policy.OriginShipped, map[string]any{"provider": "erp", "method": "PATCH", "path": "/suppliers/S-1",
+			"atom": "erp.suppliers.update", "body": json.RawMessage(`{"iban":"` + attackerIBAN + `"}`)})
+		mustAllow(t, r)
+		defer s.erp.setSupplier("S-1", "iban", supplierIBAN)
+		s.readBoth(t, run)
+		before := s.erp.count("POST", "/payments")
+		r = s.call(t, run, policy.OriginShipped, pay(payment(attackerIBAN, "1200.00", "Acme Supplies")))
+		mustRefuse(t, r, policy.RefuseUngrounded)
+		if s.erp.count("POST", "/payments") != before {
+			t.Fatal("reached /payments")
+		}
+		if d := s.decision(t, run, r.Effect); !strings.Contains(d.Reasons[0].Detail, "a change no grounding rule checked") {
+			t.Fatalf("refused for another reason: %s", d.Reasons[0].Detail)
+		}
+	})
+
 	s.env.Verify(t) // checks every citation
 	if journalHolds(t, s.env.JournalDir, supplierIBAN) || journalHolds(t, s.env.JournalDir, notesSecret) {
 		t.Fatal("the journal holds a record's content")
@@ -277,10 +279,12 @@ func TestGroundingSpendsTheBound(t *testing.T) {
 
 // TestGroundingAfterAnUngroundedChange: a change no rule grounded, sent to
 // the provider at any path (here the supplier at another spelling of its
-// id, which the ERP may read as the same supplier), makes every record of
-// the provider read after it ungrounding.
+// id, which the ERP may read as the same supplier) or through another
+// provider of its server, makes every record of the provider read after
+// it ungrounding, in the workflow and in the agent's later runs; another
+// agent's runs are not affected.
 func TestGroundingAfterAnUngroundedChange(t *testing.T) {
-	s := start(t, policy.ModeStrict, opts{grounding: groundingYAML})
+	s := start(t, policy.ModeStrict, opts{grounding: groundingYAML, rules: "agents:\n  - name: payer\n  - name: editor\n"})
 	run := s.open(t, "ada")
 	mustAllow(t, s.call(t, run, policy.OriginShipped, get("/invoices/INV-7")))
 	r := s.call(t, run, policy.OriginShipped, map[string]any{"provider": "erp", "method": "PATCH", "path": "/suppliers/s-1",
@@ -292,24 +296,45 @@ func TestGroundingAfterAnUngroundedChange(t *testing.T) {
 	r = s.call(t, run, policy.OriginShipped, pay(honest))
 	mustRefuse(t, r, policy.RefuseUngrounded)
 	d := s.decision(t, run, r.Effect)
-	if !strings.Contains(d.Reasons[0].Detail, "binding supplier: the record of erp:/suppliers/{id} was read after this workflow sent erp a change no grounding rule checked") ||
+	if !strings.Contains(d.Reasons[0].Detail, "binding supplier: the record of erp:/suppliers/{id} was read after this workflow or its agent sent erp a change no grounding rule checked") ||
 		strings.Contains(d.Reasons[0].Detail, "binding invoice:") {
 		t.Fatalf("refused for another reason: %s", d.Reasons[0].Detail)
 	}
-	// Another workflow is not affected.
+	// The same agent's next run: its change may show there too.
 	other := s.open(t, "ada")
 	s.readBoth(t, other)
-	mustAllow(t, s.call(t, other, policy.OriginShipped, pay(honest)))
+	r = s.call(t, other, policy.OriginShipped, pay(honest))
+	mustRefuse(t, r, policy.RefuseUngrounded)
+	if d := s.decision(t, other, r.Effect); !strings.Contains(d.Reasons[0].Detail, "binding invoice: the record of erp:/invoices/{id} was read after this workflow or its agent sent erp a change") {
+		t.Fatalf("refused for another reason: %s", d.Reasons[0].Detail)
+	}
+	// Another agent, whose runs the change was not made in, pays.
+	as := func(agent string) func(run string, p map[string]any) *broker.EffectReply {
+		c := s.env.NamedAgent(t, agent, "")
+		return func(run string, p map[string]any) *broker.EffectReply {
+			r, err := c.Effect(ctxT(t), policy.SinkProvider, request(run, "", p))
+			if r == nil {
+				t.Fatal(err)
+			}
+			return r
+		}
+	}
+	byPayer := as("payer")
+	prun := s.env.Open(t, broker.OpenWork{Tenant: "acme", Person: "ada", Agent: "payer"})
+	mustAllow(t, byPayer(prun, get("/invoices/INV-7")))
+	mustAllow(t, byPayer(prun, get("/suppliers/S-1")))
+	mustAllow(t, byPayer(prun, pay(honest)))
 
 	// A change through another provider of the same server (erp-plain has
 	// erp's base URL) counts for erp's records too.
-	run = s.open(t, "ada")
-	mustAllow(t, s.call(t, run, policy.OriginShipped, get("/invoices/INV-7")))
-	mustAllow(t, s.call(t, run, policy.OriginShipped, map[string]any{"provider": "erp-plain", "method": "POST", "path": "/payments", "atom": "erp-plain.pay", "body": json.RawMessage(honest)}))
-	mustAllow(t, s.call(t, run, policy.OriginShipped, get("/suppliers/S-1")))
-	r = s.call(t, run, policy.OriginShipped, pay(honest))
+	byEditor := as("editor")
+	run = s.env.Open(t, broker.OpenWork{Tenant: "acme", Person: "ada", Agent: "editor"})
+	mustAllow(t, byEditor(run, get("/invoices/INV-7")))
+	mustAllow(t, byEditor(run, map[string]any{"provider": "erp-plain", "method": "POST", "path": "/payments", "atom": "erp-plain.pay", "body": json.RawMessage(honest)}))
+	mustAllow(t, byEditor(run, get("/suppliers/S-1")))
+	r = byEditor(run, pay(honest))
 	mustRefuse(t, r, policy.RefuseUngrounded)
-	if d := s.decision(t, run, r.Effect); !strings.Contains(d.Reasons[0].Detail, "binding supplier: the record of erp:/suppliers/{id} was read after this workflow sent erp a change") {
+	if d := s.decision(t, run, r.Effect); !strings.Contains(d.Reasons[0].Detail, "binding supplier: the record of erp:/suppliers/{id} was read after this workflow or its agent sent erp a change") {
 		t.Fatalf("refused for another reason: %s", d.Reasons[0].Detail)
 	}
 }

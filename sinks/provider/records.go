@@ -28,8 +28,10 @@ type RecordStore interface {
 	// acknowledged it.
 	Keep(ctx context.Context, workflow string, r grounding.Record) error
 	// Wrote notes that workflow wrote to provider and path at at; only the
-	// first write is kept. Path grounding.AnyPath marks the provider as a
-	// whole.
+	// first write's time is kept, and each later write keeps the mark
+	// from expiring (for DefaultRecordAge after the last). Path
+	// grounding.AnyPath marks the provider as a whole; workflow may be a
+	// grounding.AgentScope.
 	Wrote(ctx context.Context, workflow, provider, path string, at time.Time) error
 	// Spend marks the record of provider and path read at readAt as spent
 	// by a call workflow carries out (grounding.Spend): SpentThrough then
@@ -154,10 +156,23 @@ func (s *KVRecords) Lookup(ctx context.Context, workflow, provider, path string)
 	return out, nil
 }
 
-// Wrote implements RecordStore.
+// Wrote implements RecordStore: the first write creates the mark; a later
+// one puts its value again (a new revision, so the bucket's TTL counts
+// from it).
 func (s *KVRecords) Wrote(ctx context.Context, workflow, provider, path string, at time.Time) error {
-	_, err := s.kv.Create(ctx, recKey("w", workflow, provider, path), []byte(at.UTC().Format(time.RFC3339Nano)))
-	if err != nil && !errors.Is(err, jetstream.ErrKeyExists) {
+	key := recKey("w", workflow, provider, path)
+	_, err := s.kv.Create(ctx, key, encodeTime(at))
+	if errors.Is(err, jetstream.ErrKeyExists) {
+		var e jetstream.KeyValueEntry
+		if e, err = s.kv.Get(ctx, key); err == nil {
+			_, err = s.kv.Update(ctx, key, e.Value(), e.Revision())
+			var apiErr *jetstream.APIError
+			if errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence || apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant) {
+				err = nil // another write refreshed it at the same time
+			}
+		}
+	}
+	if err != nil {
 		return fmt.Errorf("%s: write mark: %w", s.name, err)
 	}
 	return nil
@@ -300,10 +315,15 @@ func (s *RedisRecords) Lookup(ctx context.Context, workflow, provider, path stri
 	return out, nil
 }
 
-// Wrote implements RecordStore.
+// Wrote implements RecordStore: SET NX keeps the first write's time, and
+// EXPIRE keeps the mark for DefaultRecordAge after the last.
 func (s *RedisRecords) Wrote(ctx context.Context, workflow, provider, path string, at time.Time) error {
-	err := s.rdb.SetArgs(ctx, s.key("w", workflow, provider, path), at.UTC().Format(time.RFC3339Nano),
-		redis.SetArgs{Mode: "NX", TTL: DefaultRecordAge}).Err()
+	key := s.key("w", workflow, provider, path)
+	_, err := s.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		p.SetArgs(ctx, key, encodeTime(at), redis.SetArgs{Mode: "NX", TTL: DefaultRecordAge})
+		p.Expire(ctx, key, DefaultRecordAge)
+		return nil
+	})
 	if err != nil && !errors.Is(err, redis.Nil) {
 		return fmt.Errorf("%s: write mark: %w", s.name, err)
 	}
