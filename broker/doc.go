@@ -16,9 +16,18 @@
 //	  lineage, request id   a closed work refuses; a request_id is decided at most once per run
 //	  Sink.Describe         the effect exactly as it will be carried out
 //	  policy.Decide         mandate and scopes, agent card, built-in and deployment rules
-//	  record decision       JetStream ack before anything happens (strict: no ack, no effect)
-//	  record attempt, Sink.Perform, record outcome
-//	reply                   only to the requester's own inbox
+//	  record decision       with the attempt, as one record, durable before anything happens
+//	                        (strict: not durable, no effect; record.go)
+//	  Sink.Perform
+//	reply                   only to the requester's own inbox; the outcome is recorded behind it
+//
+// Durable means what the Journal given to New says: a Committed journal
+// returns once the record is fsynced in the journal of the writer in this
+// process (group-committed with every effect recorded at that moment: the
+// single-node shape); a Recorder once the journal stream acknowledged it
+// (a quorum of its replicas on a cluster). Run records come from a cache
+// a watch on the runs bucket keeps fresh (runswatch.go), so the lookup and
+// the lineage checks cost no round trip.
 //
 // Propose is also called in process by sinks that propose on Gatehouse's
 // behalf (Internal): the code sink's gateway for a sandboxed program's

@@ -81,7 +81,10 @@ type JournalGate struct {
 	wg     sync.WaitGroup
 }
 
-var _ Journal = (*JournalGate)(nil)
+var (
+	_ GroupJournal     = (*JournalGate)(nil)
+	_ PipelinedJournal = (*JournalGate)(nil)
+)
 
 // NewJournalGate wraps j and starts watching the writer's health.
 func NewJournalGate(ctx context.Context, js jetstream.JetStream, j Journal, replicas int, log *slog.Logger) (*JournalGate, error) {
@@ -138,14 +141,39 @@ func NewJournalGate(ctx context.Context, js jetstream.JetStream, j Journal, repl
 // errWriterFailing is wrapped in ErrJournal by Record.
 var errWriterFailing = errors.New("the journal writer reports it cannot write")
 
-// Record records e unless the writer reports it cannot write.
-func (g *JournalGate) Record(ctx context.Context, e *journal.Event) error {
+// refusing is the error while the writer reports it cannot write, else
+// nil. The reason (a path, an errno) is for operators: it is logged when
+// the state changes and shown by status, not sent to agents.
+func (g *JournalGate) refusing() error {
 	if h := g.state.Load(); h != nil && h.State == WriterFailing {
-		// The reason (a path, an errno) is for operators: it is logged
-		// when the state changes and shown by status, not sent to agents.
 		return fmt.Errorf("%w: %w (since %s)", ErrJournal, errWriterFailing, h.Since.UTC().Format(time.RFC3339))
 	}
+	return nil
+}
+
+// Record records e unless the writer reports it cannot write.
+func (g *JournalGate) Record(ctx context.Context, e *journal.Event) error {
+	if err := g.refusing(); err != nil {
+		return err
+	}
 	return g.j.Record(ctx, e)
+}
+
+// RecordGroup records events together unless the writer reports it
+// cannot write.
+func (g *JournalGate) RecordGroup(ctx context.Context, events ...*journal.Event) error {
+	if err := g.refusing(); err != nil {
+		return err
+	}
+	return recordGroup(ctx, g.j, events)
+}
+
+// RecordLater records e without waiting unless the writer reports it
+// cannot write. An outcome is of an effect that happened: it is handed
+// on even then, since it waits in the stream rather than piling up more
+// effects.
+func (g *JournalGate) RecordLater(e *journal.Event, done func(error)) {
+	recordLater(g.j, e, done)
 }
 
 // Healthy reports the writer's last known health (nil: none reported).
