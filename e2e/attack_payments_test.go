@@ -76,6 +76,7 @@ integrations:
       - {method: POST, template: /bank-accounts}
   - {name: erp2.read, provider: erp2, effect: read, origin: shipped, operations: [{method: GET, template: "/suppliers/{id}"}, {method: GET, template: "/invoices/{id}"}]}
   - {name: erp2.suppliers, provider: erp2, effect: write, origin: shipped, operations: [{method: PUT, template: "/suppliers/{id}"}]}
+  - {name: erp2.pay, provider: erp2, effect: write, origin: shipped, operations: [{method: POST, template: /payments}]}
 `
 
 const attackGrounding = `grounding:
@@ -278,6 +279,8 @@ type payAttack struct {
 	name   string
 	noRead bool
 	do     func(t *testing.T, e *payEnv, agent, run string) []*broker.EffectReply
+	// want, when set, is the outcome of the attack's last call.
+	want string
 }
 
 func pay(params any) func(t *testing.T, e *payEnv, agent, run string) []*broker.EffectReply {
@@ -515,10 +518,6 @@ func paymentAttacks() []payAttack {
 		}
 	}
 	out = append(out,
-		payAttack{name: "supplier changed at /suppliers/s-1, then read", noRead: true, do: attackerReads(map[string]any{"provider": "erp", "method": "PUT", "path": "/suppliers/s-1", "atom": "erp.suppliers", "body": map[string]any{"iban": attackerIBAN}})},
-		payAttack{name: "supplier changed at /suppliers/S-1, then read", noRead: true, do: attackerReads(map[string]any{"provider": "erp", "method": "PUT", "path": "/suppliers/S-1", "atom": "erp.suppliers", "body": map[string]any{"iban": attackerIBAN}})},
-		payAttack{name: "supplier changed through another provider of the server, then read", noRead: true, do: attackerReads(map[string]any{"provider": "erp2", "method": "PUT", "path": "/suppliers/S-1", "atom": "erp2.suppliers", "body": map[string]any{"iban": attackerIBAN}})},
-		payAttack{name: "bank account added for S-1, then read", noRead: true, do: attackerReads(map[string]any{"provider": "erp", "method": "POST", "path": "/bank-accounts", "atom": "erp.suppliers", "body": map[string]any{"supplier": "S-1", "iban": attackerIBAN}})},
 		payAttack{name: "supplier read with a pending view header", noRead: true, do: func(t *testing.T, e *payEnv, agent, run string) []*broker.EffectReply {
 			e.read(t, agent, run, "/invoices/INV-7")
 			r := e.call(t, agent, run, map[string]any{"provider": "erp", "method": "GET", "path": "/suppliers/S-1", "atom": "erp.read", "headers": map[string]string{"Accept": "application/vnd.erp.pending+json"}})
@@ -547,6 +546,19 @@ func paymentAttacks() []payAttack {
 		}},
 		payAttack{name: "a GET that pays", do: pay(map[string]any{"provider": "erp", "method": "GET", "path": "/payments/quick", "atom": "erp.read",
 			"query": map[string][]string{"iban": {attackerIBAN}, "amount": {invoiceDue}, "invoice": {"INV-7"}}})},
+		payAttack{name: "payment through another provider of the server", want: "refused ungrounded",
+			do: pay(evilPay(func(m map[string]any) { m["provider"], m["atom"] = "erp2", "erp2.pay" }))},
+		payAttack{name: "payment through another provider of the server, no atom", do: pay(evilPay(func(m map[string]any) { m["provider"] = "erp2"; delete(m, "atom") }))},
+	)
+	// Last: a change no rule grounds marks the agent, whose later runs
+	// then ground nothing on the ERP (each attack before is refused for
+	// its own reason).
+	out = append(out,
+		payAttack{name: "supplier changed at /suppliers/s-1, then read", noRead: true, do: attackerReads(map[string]any{"provider": "erp", "method": "PUT", "path": "/suppliers/s-1", "atom": "erp.suppliers", "body": map[string]any{"iban": attackerIBAN}})},
+		payAttack{name: "supplier changed at /suppliers/S-1, then read", noRead: true, do: attackerReads(map[string]any{"provider": "erp", "method": "PUT", "path": "/suppliers/S-1", "atom": "erp.suppliers", "body": map[string]any{"iban": attackerIBAN}})},
+		payAttack{name: "supplier changed through another provider of the server, then read", noRead: true, do: attackerReads(map[string]any{"provider": "erp2", "method": "PUT", "path": "/suppliers/S-1", "atom": "erp2.suppliers", "body": map[string]any{"iban": attackerIBAN}})},
+		payAttack{name: "bank account added for S-1, then read", noRead: true, do: attackerReads(map[string]any{"provider": "erp", "method": "POST", "path": "/bank-accounts", "atom": "erp.suppliers", "body": map[string]any{"supplier": "S-1", "iban": attackerIBAN}})},
+		payAttack{name: "the agent's next run, after its change", want: "refused ungrounded", do: pay(goodPay(nil))},
 	)
 	return out
 }
@@ -591,6 +603,9 @@ func TestAttackPayments(t *testing.T) {
 				var outs []string
 				for _, r := range a.do(t, e, agent, run) {
 					outs = append(outs, outcomeOf(r))
+				}
+				if a.want != "" && outs[len(outs)-1] != a.want {
+					t.Errorf("outcome %s, want %s", strings.Join(outs, " | "), a.want)
 				}
 				// Nothing Gatehouse refused (or stopped before sending)
 				// reached the ERP.

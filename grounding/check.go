@@ -182,6 +182,24 @@ func (r *Rules) Check(ctx context.Context, in Input) Result {
 	return Result{}
 }
 
+// Applies reports whether Check would apply a rule to call: some rule's
+// match fits it (Rules from Unreadable apply to every call; nil rules to
+// none).
+func (r *Rules) Applies(call Call) bool {
+	if r == nil {
+		return false
+	}
+	if r.problem != "" {
+		return true
+	}
+	for _, ru := range r.rules {
+		if _, ok := ru.match.fits(call); ok {
+			return true
+		}
+	}
+	return false
+}
+
 // Keeps reports whether a response from provider at path could ground
 // some rule: path fits the read template of some binding. The broker keeps
 // only those responses, and records writes (mutating calls) to those paths

@@ -202,7 +202,10 @@
 // # Grounding
 //
 // With Config.Grounding, Describe runs the rule that applies to the
-// canonical call and puts its result on the Effect and its citations on
+// canonical call (a rule written for another provider of the same server,
+// Catalogue.SameServer, applies to the same method and whole path sent
+// through this one: two catalogue entries for one ERP are two spellings
+// of its operations) and puts its result on the Effect and its citations on
 // the Proposal; see ground.go for the records kept (only plain GETs
 // answered 200), the workflow they belong to, what a change the run sent
 // does to them, how a record that bounds an amount is spent by the call

@@ -130,7 +130,7 @@ func (s *Sink) ground(ctx context.Context, run *broker.Run, c *call, prop *broke
 	in := grounding.Input{
 		Workflow: workflow(run),
 		Agent:    run.Agent,
-		Call: grounding.Call{Provider: c.prov.Name, Method: c.method, Path: c.path, Query: c.query,
+		Call: grounding.Call{Provider: s.groundAs(rules, c), Method: c.method, Path: c.path, Query: c.query,
 			Body: c.body, ContentType: c.contentType},
 		Caller:  callerInput(run),
 		Now:     s.now(),
@@ -160,6 +160,27 @@ func (s *Sink) ground(ctx context.Context, run *broker.Run, c *call, prop *broke
 		prop.Citations = append(prop.Citations, journal.Citation{Run: ci.Run, Effect: ci.Effect, Digest: ci.Digest, Path: ci.Path})
 	}
 	return nil
+}
+
+// groundAs is the provider a call is grounded as: its own when a rule
+// applies to it there, else the first provider of the same server
+// (Catalogue.SameServer) whose rule fits the same method and path. The
+// path sent is the whole path on the server (base path included), so a
+// second catalogue entry for the ERP (another credential, another name)
+// is another spelling of the same operation, and a payment sent through
+// it is grounded by the rule written for the first.
+func (s *Sink) groundAs(rules *grounding.Rules, c *call) string {
+	call := grounding.Call{Provider: c.prov.Name, Method: c.method, Path: c.path}
+	if rules.Applies(call) {
+		return c.prov.Name
+	}
+	for _, q := range s.cat.SameServer(c.prov) {
+		call.Provider = q
+		if q != c.prov.Name && rules.Applies(call) {
+			return q
+		}
+	}
+	return c.prov.Name
 }
 
 // keep stores a GET's response for grounding when a rule could use it.
@@ -222,9 +243,11 @@ func (s *Sink) markWritten(ctx context.Context, run *broker.Run, c *call) error 
 		if p == "" {
 			p = "/"
 		}
-		if rules.Keeps(c.prov.Name, p) {
-			if err := mark(workflow(run), c.prov.Name, p); err != nil {
-				return err
+		for _, q := range s.cat.SameServer(c.prov) {
+			if rules.Keeps(q, p) {
+				if err := mark(workflow(run), q, p); err != nil {
+					return err
+				}
 			}
 		}
 		if p == "/" || p == c.prov.basePath {

@@ -330,11 +330,46 @@ func TestGroundingAfterAnUngroundedChange(t *testing.T) {
 	byEditor := as("editor")
 	run = s.env.Open(t, broker.OpenWork{Tenant: "acme", Person: "ada", Agent: "editor"})
 	mustAllow(t, byEditor(run, get("/invoices/INV-7")))
-	mustAllow(t, byEditor(run, map[string]any{"provider": "erp-plain", "method": "POST", "path": "/payments", "atom": "erp-plain.pay", "body": json.RawMessage(honest)}))
+	if r := byEditor(run, map[string]any{"provider": "erp-plain", "method": "POST", "path": "/notes", "atom": "erp-plain.notes", "body": json.RawMessage(`{"text":"x"}`)}); r.Decision == nil || r.Decision.Outcome != journal.OutcomeAllowed {
+		t.Fatalf("the change: %+v", r.Decision)
+	}
 	mustAllow(t, byEditor(run, get("/suppliers/S-1")))
 	r = byEditor(run, pay(honest))
 	mustRefuse(t, r, policy.RefuseUngrounded)
 	if d := s.decision(t, run, r.Effect); !strings.Contains(d.Reasons[0].Detail, "binding supplier: the record of erp:/suppliers/{id} was read after this workflow or its agent sent erp a change") {
 		t.Fatalf("refused for another reason: %s", d.Reasons[0].Detail)
 	}
+}
+
+// TestGroundingThroughAnotherProviderOfTheServer: a payment sent through
+// another catalogue entry of the ERP's server (erp-plain, erp's base URL,
+// its own integration declaring POST /payments) is grounded by the rule
+// written for erp: the attacker's IBAN is refused and never sent, the
+// honest payment is grounded with its citations.
+func TestGroundingThroughAnotherProviderOfTheServer(t *testing.T) {
+	s := start(t, policy.ModeStrict, opts{grounding: groundingYAML})
+	run := s.open(t, "ada")
+	plain := func(body string) map[string]any {
+		return map[string]any{"provider": "erp-plain", "method": "POST", "path": "/payments", "atom": "erp-plain.pay", "body": json.RawMessage(body)}
+	}
+	r := s.call(t, run, policy.OriginShipped, plain(payment(attackerIBAN, "1200.00", "Acme Supplies")))
+	mustRefuse(t, r, policy.RefuseUngrounded)
+	s.readBoth(t, run)
+	r = s.call(t, run, policy.OriginShipped, plain(payment(attackerIBAN, "1200.00", "Acme Supplies")))
+	mustRefuse(t, r, policy.RefuseUngrounded)
+	if d := s.decision(t, run, r.Effect); d.Rule != "grounding:supplier-payment" || !strings.Contains(d.Reasons[0].Detail, "request.json.iban") {
+		t.Fatalf("refused for another reason: %+v", d)
+	}
+	if s.erp.count("POST", "/payments") != 0 {
+		t.Fatal("reached /payments")
+	}
+	r = s.call(t, run, policy.OriginShipped, plain(honest))
+	mustAllow(t, r)
+	if d := s.decision(t, run, r.Effect); len(d.Citations) != 2 {
+		t.Fatalf("the honest payment: %+v", d)
+	}
+	if s.erp.count("POST", "/payments") != 1 {
+		t.Fatal("the honest payment was not sent")
+	}
+	s.env.Verify(t)
 }

@@ -47,6 +47,7 @@ integrations:
       - {method: GET, template: "/suppliers/{id}"}
   - {name: erp.pay, provider: erp, effect: write, origin: shipped, operations: [{method: POST, template: /payments}]}
   - {name: erp-plain.pay, provider: erp-plain, effect: write, origin: shipped, operations: [{method: POST, template: /payments}]}
+  - {name: erp-plain.notes, provider: erp-plain, effect: write, origin: shipped, operations: [{method: POST, template: /notes}]}
   - {name: erp.suppliers.update, provider: erp, effect: write, origin: shipped, operations: [{method: PATCH, template: "/suppliers/{id}"}]}
   - {name: erp.model.pay, provider: erp, effect: write, origin: model, operations: [{method: POST, template: /payments}]}
   - {name: erp.model.free, provider: erp, effect: write, origin: model}
