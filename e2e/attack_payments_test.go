@@ -128,7 +128,7 @@ effects:
 scopes:
   require:
     - scope: payments.write
-      match: {provider: erp, method: POST, path: /api/payments}
+      match: {provider: [erp, erp2], method: POST, path: /api/payments}
       limits: {amount: "5000"}
     - scope: refunds.write
       match: {provider: erp, method: POST, path: /api/refunds}

@@ -99,7 +99,10 @@ func (p PolicyProblem) String() string {
 //     A mutating call must be a declared operation of its integration, so
 //     an approvals rule that fits none gates nothing such a call reaches;
 //     paths are matched as sent (the base_url's path included), and the
-//     fix says what to write when a path was written relative to it.
+//     fix says what to write when a path was written relative to it;
+//   - a rule that restricts calls and names providers must name every
+//     provider of their server that declares an operation it would reach
+//     (checkSameServer): the server answers whichever entry sends.
 //
 // Deny rules (rules:, effects:) may name undeclared paths on purpose, so
 // only their names are checked, and that an effects target about provider
@@ -141,6 +144,9 @@ func (c *Catalogue) CheckPolicy(pol *policy.Policy) []PolicyProblem {
 				named = false
 			}
 		}
+		if named {
+			c.checkSameServer(m, prob)
+		}
 		if !named || (m.Section != "approvals" && m.Section != "scopes.require") {
 			continue
 		}
@@ -151,6 +157,42 @@ func (c *Catalogue) CheckPolicy(pol *policy.Policy) []PolicyProblem {
 		p.Fix = c.policyFix(m)
 	}
 	return out
+}
+
+// checkSameServer reports, for a rule that restricts calls (approvals,
+// scopes.require, a rules: or effects: rule that does not allow) and names
+// its providers, each other provider of a named one's server whose
+// declared operations the rule would reach if it were named: the same
+// server answers the call whichever catalogue entry sends it, so a call
+// through the unnamed one skips the rule (a payment held for approval
+// through erp is not held through erp-plain). Rules that name atoms are
+// about those integrations and are left alone.
+func (c *Catalogue) checkSameServer(m policy.RuleMatch, prob func(part, format string, args ...any) *PolicyProblem) {
+	if m.Provider == nil || m.Atom != nil || (m.Section == "rules" || m.Section == "effects") && m.Decision == "allow" {
+		return
+	}
+	seen := map[string]bool{}
+	for _, name := range m.Provider {
+		p := c.providers[name]
+		for _, q := range c.SameServer(p) {
+			if contains(m.Provider, q) || seen[q] {
+				continue
+			}
+			seen[q] = true
+			alt := m
+			alt.Provider = []string{q}
+			var what string
+			if !c.anyOperation(alt, func(_ *Provider, _ *Integration, op policy.Operation) bool {
+				what = op.Method + " " + op.Template
+				return true
+			}) {
+				continue
+			}
+			a := (&Canonical{Scheme: p.scheme, Host: p.host, Port: p.port}).Authority()
+			prob("match.provider", "provider %s has the server of %s (%s) and declares %s, which this rule does not reach, so a call through %s skips it", q, name, a, what, q).Fix =
+				fmt.Sprintf("add %s to match.provider, or match the server with host: %s", q, a)
+		}
+	}
 }
 
 // checkDenyPaths reports the target globs of an effects rule about

@@ -16,8 +16,12 @@ import (
 func TestCheckPolicy(t *testing.T) {
 	cat, err := provider.ParseCatalogue("providers.yaml", []byte(`providers:
   - {name: erp, base_url: "https://erp.example.com:8443/api", auth: {type: none}}
+  - {name: erp-alt, base_url: "https://erp.example.com:8443/api", auth: {type: none}}
+  - {name: crm, base_url: "https://crm.example.com/", auth: {type: none}}
 integrations:
   - {name: erp.pay, provider: erp, effect: write, origin: shipped, operations: [{method: POST, template: /payments}, {method: GET, template: "/invoices/{id}"}]}
+  - {name: erp-alt.pay, provider: erp-alt, effect: write, origin: shipped, operations: [{method: POST, template: /payments}]}
+  - {name: crm.pay, provider: crm, effect: write, origin: shipped, operations: [{method: POST, template: /api/payments}]}
 `))
 	if err != nil {
 		t.Fatal(err)
@@ -46,6 +50,8 @@ approvals:
   - {name: host, match: {host: erp.example.com, method: POST}, roles: [finance]}
   - {name: host-with-port, match: {host: "ERP.example.com:8443", method: POST}, roles: [finance]}
   - {name: outputs, match: {sink: output}, roles: [finance]}
+  - {name: both-entries, match: {provider: [erp, erp-alt], method: POST, path: /api/payments}, roles: [finance]}
+  - {name: by-atom, match: {atom: erp.pay, method: POST}, roles: [finance]}
 `))
 	if err != nil {
 		t.Fatal(err)
@@ -59,7 +65,9 @@ approvals:
 		`effects[0] "bare-path" match.target: target /api/payments is a path, but a provider call's target is its host and path (such as erp.example.com:8443/api/...), so the rule matches no provider call; fix: write **/api/payments for any host, or the host and the path`,
 		`effects[1] "no-base" match.target: target erp.example.com:8443/payments can match no provider call: every path sent starts with its provider's base path; fix: targets are host and path as sent: write erp.example.com:8443/api/payments`,
 		`effects[5] "every-sink" match.target: target erp.example.com:8443/payments can match no provider call`,
+		`scopes.require[0] "payments.write" match.provider: provider erp-alt has the server of erp (erp.example.com:8443) and declares POST /api/payments, which`,
 		`scopes.require[2] "relative" match: the match fits no operation`,
+		`approvals[0] "payments" match.provider: provider erp-alt has the server of erp (erp.example.com:8443) and declares POST /api/payments, which this rule does not reach, so a call through erp-alt skips it; fix: add erp-alt to match.provider, or match the server with host: erp.example.com:8443`,
 		`approvals[1] "relative" match: the match fits no operation the catalogue declares, so it reaches no call made through an integration (paths are matched as sent); fix: provider erp's base_url has the path /api and paths are matched as sent: write /api/payments`,
 		`approvals[2] "no-such-method" match: the match fits no operation`,
 		`approvals[3] "unknown-atom" match.atom: integration "erp.refund" is not in the provider catalogue`,
