@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/netip"
 	"net/textproto"
 	"net/url"
 	"os"
@@ -92,6 +93,7 @@ type Provider struct {
 	host     string // lower case, an IDN as its A-label, no port
 	port     int
 	basePath string // as sent, "" for the root
+	server   string // serverHost of host, for SameServer
 	allowed  map[string]bool
 	respHdrs []string
 	// templates are the templates every integration of the provider
@@ -316,19 +318,43 @@ func (c *Catalogue) Provider(name string) (*Provider, bool) {
 	return p, ok
 }
 
-// SameServer returns the names of the providers whose base URL has p's
-// scheme, host and port (p's own included), in catalogue order: one server,
-// whatever base path or credential each uses, so a change sent through one
-// can show in the records read through another.
+// SameServer returns the names of the providers whose base URL may reach
+// p's server (p's own included), in catalogue order: one server, whatever
+// base path or credential each uses, so a change sent through one can
+// show in the records read through another, and a rule about one's
+// operations holds for the other's. It errs towards one server: hosts
+// are compared without a final dot and with IP literals in one form, every
+// loopback name or address is one host, and ports 80 and 443 are one
+// port (a site answering both schemes).
 func (c *Catalogue) SameServer(p *Provider) []string {
 	var out []string
 	for i := range c.Providers {
 		q := &c.Providers[i]
-		if q.scheme == p.scheme && q.host == p.host && q.port == p.port {
+		if q.server == p.server && (q.port == p.port || webPort(q.port) && webPort(p.port)) {
 			out = append(out, q.Name)
 		}
 	}
 	return out
+}
+
+func webPort(port int) bool { return port == 80 || port == 443 }
+
+// serverHost is host as SameServer compares it: without a final dot, an
+// IP literal in its canonical form (an IPv4-mapped IPv6 as IPv4), and
+// "loopback" for localhost, its subdomains and every loopback address.
+func serverHost(host string) string {
+	host = strings.TrimSuffix(host, ".")
+	if a, err := netip.ParseAddr(strings.Trim(host, "[]")); err == nil {
+		a = a.Unmap()
+		if a.IsLoopback() {
+			return "loopback"
+		}
+		return a.String()
+	}
+	if host == "localhost" || strings.HasSuffix(host, ".localhost") {
+		return "loopback"
+	}
+	return host
 }
 
 // Integration returns the integration named name.
@@ -417,6 +443,7 @@ func (p *Provider) compile() error {
 		}
 	}
 	p.host, p.port = host, defaultPort(p.scheme)
+	p.server = serverHost(host)
 	if ps := u.Port(); ps != "" {
 		if p.port, err = strconv.Atoi(ps); err != nil || p.port < 1 || p.port > 65535 {
 			return fmt.Errorf("base_url %q: the port is not 1 to 65535", p.BaseURL)

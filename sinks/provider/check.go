@@ -189,8 +189,11 @@ func (c *Catalogue) checkSameServer(m policy.RuleMatch, prob func(part, format s
 				continue
 			}
 			a := (&Canonical{Scheme: p.scheme, Host: p.host, Port: p.port}).Authority()
-			prob("match.provider", "provider %s has the server of %s (%s) and declares %s, which this rule does not reach, so a call through %s skips it", q, name, a, what, q).Fix =
-				fmt.Sprintf("add %s to match.provider, or match the server with host: %s", q, a)
+			fix := fmt.Sprintf("add %s to match.provider", q)
+			if qp := c.providers[q]; qp.host == p.host && qp.port == p.port {
+				fix += ", or match the server with host: " + a
+			}
+			prob("match.provider", "provider %s has the server of %s (%s) and declares %s, which this rule does not reach, so a call through %s skips it", q, name, a, what, q).Fix = fix
 		}
 	}
 }

@@ -120,3 +120,32 @@ func TestToolServers(t *testing.T) {
 		t.Fatalf("a misspelt tool path: %v", err)
 	}
 }
+
+// TestSameServer: providers whose base URLs may reach one server are one
+// server, whatever their base path, a final dot, the form of an IP
+// literal, a loopback name or the web port (80 and 443); another host or
+// port is another server.
+func TestSameServer(t *testing.T) {
+	cat, err := provider.ParseCatalogue("providers.yaml", []byte(`providers:
+  - {name: a, base_url: "https://erp.example.com/api", auth: {type: none}}
+  - {name: b, base_url: "http://ERP.example.com./", auth: {type: none}}
+  - {name: c, base_url: "https://erp.example.com:8443", auth: {type: none}}
+  - {name: d, base_url: "https://crm.example.com", auth: {type: none}}
+  - {name: l1, base_url: "http://127.0.0.1:8080", auth: {type: none}}
+  - {name: l2, base_url: "http://localhost:8080/v1", auth: {type: none}}
+  - {name: l3, base_url: "http://[::ffff:127.0.0.1]:8080", auth: {type: none}}
+  - {name: l4, base_url: "http://[::1]:8080", auth: {type: none}}
+  - {name: l5, base_url: "http://127.0.0.1:8081", auth: {type: none}}
+  - {name: ip, base_url: "http://10.0.0.1:8080", auth: {type: none}}
+  - {name: ip6, base_url: "http://[::ffff:10.0.0.1]:8080", auth: {type: none}}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range map[string]string{"a": "a b", "c": "c", "d": "d", "l1": "l1 l2 l3 l4", "l5": "l5", "ip": "ip ip6"} {
+		p, _ := cat.Provider(name)
+		if got := strings.Join(cat.SameServer(p), " "); got != want {
+			t.Errorf("SameServer(%s) = %s, want %s", name, got, want)
+		}
+	}
+}
