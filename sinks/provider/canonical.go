@@ -302,6 +302,28 @@ func (p *Provider) resolvePath(raw string) (rel, tmpl string, err error) {
 	return b.String(), tmpl, nil
 }
 
+// pathAs is full, a whole path as sent through another provider of p's
+// server, as p would send it: the part under p's base path (compared
+// ignoring case unless p's paths are case-sensitive) resolved against
+// p's templates (resolvePath). "" when full is not under p's base path or
+// p reads it as no one path.
+func (p *Provider) pathAs(full string) string {
+	n := len(p.basePath)
+	if len(full) < n || full[:n] != p.basePath && (p.PathCase == PathCaseSensitive || !strings.EqualFold(full[:n], p.basePath)) ||
+		len(full) > n && full[n] != '/' {
+		return ""
+	}
+	rest := full[n:]
+	if rest == "" {
+		rest = "/"
+	}
+	rel, _, err := p.resolvePath(rest)
+	if err != nil {
+		return ""
+	}
+	return p.basePath + rel
+}
+
 // fit returns the most specific template segs fit, and (on a
 // case-sensitive provider) a template they fit only ignoring case.
 // folded, when given, holds strictjson.FoldKey of each segment.

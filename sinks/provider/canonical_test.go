@@ -200,3 +200,38 @@ func TestCatalogueTemplates(t *testing.T) {
 		t.Errorf("ordinary headers: %v", err)
 	}
 }
+
+// TestPathAs: a whole path sent through another provider of the server,
+// as a provider would send it: under its base path (ignoring case unless
+// its paths are case-sensitive), in its templates' spelling.
+func TestPathAs(t *testing.T) {
+	c, err := ParseCatalogue("c.yaml", []byte(`providers:
+  - {name: ci, base_url: "https://erp.example.com/api", auth: {type: none}}
+  - {name: cs, base_url: "https://erp.example.com/api", auth: {type: none}, path_case: sensitive}
+  - {name: root, base_url: "https://erp.example.com", auth: {type: none}}
+integrations:
+  - {name: ci.w, provider: ci, effect: write, origin: shipped, operations: [{method: POST, template: /payments}, {method: PUT, template: "/suppliers/{id}"}]}
+  - {name: cs.w, provider: cs, effect: write, origin: shipped, operations: [{method: POST, template: /payments}]}
+  - {name: root.w, provider: root, effect: write, origin: shipped, operations: [{method: POST, template: /api/payments}]}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ prov, full, want string }{
+		{"ci", "/api/Payments", "/api/payments"},
+		{"ci", "/API/PAYMENTS", "/api/payments"},
+		{"ci", "/api/Suppliers/S-1", "/api/suppliers/S-1"},
+		{"ci", "/api", "/api/"},
+		{"ci", "/apix/payments", ""},
+		{"ci", "/other/payments", ""},
+		{"cs", "/api/Payments", ""},
+		{"cs", "/API/payments", ""},
+		{"cs", "/api/payments", "/api/payments"},
+		{"root", "/API/Payments", "/api/payments"},
+	} {
+		p, _ := c.Provider(tc.prov)
+		if got := p.pathAs(tc.full); got != tc.want {
+			t.Errorf("%s.pathAs(%s) = %q, want %q", tc.prov, tc.full, got, tc.want)
+		}
+	}
+}

@@ -130,12 +130,12 @@ func (s *Sink) ground(ctx context.Context, run *broker.Run, c *call, prop *broke
 	in := grounding.Input{
 		Workflow: workflow(run),
 		Agent:    run.Agent,
-		Call: grounding.Call{Provider: s.groundAs(rules, c), Method: c.method, Path: c.path, Query: c.query,
-			Body: c.body, ContentType: c.contentType},
-		Caller:  callerInput(run),
-		Now:     s.now(),
-		Records: s.records,
+		Call:     grounding.Call{Method: c.method, Query: c.query, Body: c.body, ContentType: c.contentType},
+		Caller:   callerInput(run),
+		Now:      s.now(),
+		Records:  s.records,
 	}
+	in.Call.Provider, in.Call.Path = s.groundAs(rules, c)
 	if ctx.Value(rereadKey{}) == nil {
 		if p := s.rereads.p.Load(); p != nil {
 			in.Reread = s.reread(run, *p)
@@ -162,25 +162,33 @@ func (s *Sink) ground(ctx context.Context, run *broker.Run, c *call, prop *broke
 	return nil
 }
 
-// groundAs is the provider a call is grounded as: its own when a rule
-// applies to it there, else the first provider of the same server
-// (Catalogue.SameServer) whose rule fits the same method and path. The
-// path sent is the whole path on the server (base path included), so a
-// second catalogue entry for the ERP (another credential, another name)
-// is another spelling of the same operation, and a payment sent through
-// it is grounded by the rule written for the first.
-func (s *Sink) groundAs(rules *grounding.Rules, c *call) string {
+// groundAs is the provider and path a call is grounded as: its own when a
+// rule applies to it there, else the first provider of the same server
+// (Catalogue.SameServer) whose rule fits the same method and the path as
+// sent or as that provider spells it (Provider.pathAs: a provider whose
+// paths ignore case reads /Payments as its /payments). The path sent is
+// the whole path on the server (base path included), so a second
+// catalogue entry for the ERP (another credential, another name, another
+// path_case) is another spelling of the same operation, and a payment
+// sent through it is grounded by the rule written for the first.
+func (s *Sink) groundAs(rules *grounding.Rules, c *call) (provider, path string) {
 	call := grounding.Call{Provider: c.prov.Name, Method: c.method, Path: c.path}
 	if rules.Applies(call) {
-		return c.prov.Name
+		return c.prov.Name, c.path
 	}
 	for _, q := range s.cat.SameServer(c.prov) {
-		call.Provider = q
-		if q != c.prov.Name && rules.Applies(call) {
-			return q
+		if q == c.prov.Name {
+			continue
+		}
+		qp, _ := s.cat.Provider(q)
+		for _, p := range []string{c.path, qp.pathAs(c.path)} {
+			call.Provider, call.Path = q, p
+			if p != "" && rules.Applies(call) {
+				return q, p
+			}
 		}
 	}
-	return c.prov.Name
+	return c.prov.Name, c.path
 }
 
 // keep stores a GET's response for grounding when a rule could use it.
@@ -209,7 +217,8 @@ func (c *call) plainRead() bool {
 }
 
 // markWritten notes, before a mutation is sent, that the workflow wrote to
-// the path and to each parent path a rule keeps, and, when no rule
+// the path and to each parent path a rule keeps (for every provider of the
+// same server, as sent and as that provider spells it, Provider.pathAs), and, when no rule
 // grounded the call, to the provider as a whole (grounding.AnyPath), and
 // to every provider of the same server (Catalogue.SameServer), for the
 // workflow and for the run's agent in every workflow
@@ -238,22 +247,31 @@ func (s *Sink) markWritten(ctx context.Context, run *broker.Run, c *call) error 
 			}
 		}
 	}
-	for p := c.path; ; p = path.Dir(p) {
-		p = strings.TrimSuffix(p, "/")
-		if p == "" {
-			p = "/"
+	for _, q := range s.cat.SameServer(c.prov) {
+		spellings := []string{c.path}
+		if qp, _ := s.cat.Provider(q); q != c.prov.Name {
+			if a := qp.pathAs(c.path); a != "" && a != c.path {
+				spellings = append(spellings, a)
+			}
 		}
-		for _, q := range s.cat.SameServer(c.prov) {
-			if rules.Keeps(q, p) {
-				if err := mark(workflow(run), q, p); err != nil {
-					return err
+		for _, sp := range spellings {
+			for p := sp; ; p = path.Dir(p) {
+				p = strings.TrimSuffix(p, "/")
+				if p == "" {
+					p = "/"
+				}
+				if rules.Keeps(q, p) {
+					if err := mark(workflow(run), q, p); err != nil {
+						return err
+					}
+				}
+				if p == "/" {
+					break
 				}
 			}
 		}
-		if p == "/" || p == c.prov.basePath {
-			return nil
-		}
 	}
+	return nil
 }
 
 // spend marks, before a grounded call is sent, each record its amounts

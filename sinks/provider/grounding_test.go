@@ -363,6 +363,14 @@ func TestGroundingThroughAnotherProviderOfTheServer(t *testing.T) {
 	if s.erp.count("POST", "/payments") != 0 {
 		t.Fatal("reached /payments")
 	}
+	// erp-cs reads paths case-sensitively and declares /Payments, which
+	// erp (ignoring case) reads as its /payments.
+	r = s.call(t, run, policy.OriginShipped, map[string]any{"provider": "erp-cs", "method": "POST", "path": "/Payments", "atom": "erp-cs.pay",
+		"body": json.RawMessage(payment(attackerIBAN, "1200.00", "Acme Supplies"))})
+	mustRefuse(t, r, policy.RefuseUngrounded)
+	if s.erp.count("POST", "/payments")+s.erp.count("POST", "/Payments") != 0 {
+		t.Fatal("reached /payments")
+	}
 	r = s.call(t, run, policy.OriginShipped, plain(honest))
 	mustAllow(t, r)
 	if d := s.decision(t, run, r.Effect); len(d.Citations) != 2 {
