@@ -563,10 +563,10 @@ func paymentAttacks() []payAttack {
 	return out
 }
 
-// decisions reads run's policy.decision events from the journal stream.
+// decisions reads run's policy.decision events from the journal's run file.
 func (e *payEnv) decisions(t *testing.T, run string) []journal.Decision {
 	t.Helper()
-	return streamDecisions(t, e.ctx(), e.js, run)
+	return runFileDecisions(t, e.data, run)
 }
 
 // resetSuppliers undoes the attacker's changes to the ERP's suppliers.
