@@ -461,7 +461,7 @@ func (k *Sink) ground(ctx context.Context, run *broker.Run, srv *Server, p *Para
 		}
 	}
 	res := rules.Check(ctx, grounding.Input{
-		Workflow: wf, Caller: caller, Now: k.now(), Records: k.grd.GroundingRecords(),
+		Workflow: wf, Agent: run.Agent, Caller: caller, Now: k.now(), Records: k.grd.GroundingRecords(),
 		Call: grounding.Call{Provider: srv.Name, Method: "POST", Path: "/tools/" + p.Tool, Body: p.Arguments, ContentType: "application/json"},
 	})
 	if !res.Applied {
