@@ -322,3 +322,31 @@ func FuzzParseCatalogue(f *testing.F) {
 		}
 	})
 }
+
+// FuzzPathAs: a whole path read by another provider of the server never
+// panics; what pathAs gives is under the provider's base path, read the
+// same way again (its own spelling), and, resolved as a call of the
+// provider, the path that provider would send.
+func FuzzPathAs(f *testing.F) {
+	for _, s := range []string{"/api/v1/Payments", "/API/V1/invoices/INV-7/", "/api/v1", "/api/v1x", "/api/v1/%2e%2e/x", "/api/v1/payments;x", "", "/"} {
+		f.Add(s)
+	}
+	cat, _ := fuzzSink(f)
+	p, _ := cat.Provider("erp")
+	f.Fuzz(func(t *testing.T, full string) {
+		got := p.pathAs(full)
+		if got == "" {
+			return
+		}
+		if !strings.HasPrefix(got, p.basePath+"/") {
+			t.Fatalf("pathAs(%q) = %q, not under %s", full, got, p.basePath)
+		}
+		if again := p.pathAs(got); again != got {
+			t.Fatalf("pathAs(%q) = %q, but pathAs(%q) = %q", full, got, got, again)
+		}
+		rel, _, err := p.resolvePath(got[len(p.basePath):])
+		if err != nil || p.basePath+rel != got {
+			t.Fatalf("pathAs(%q) = %q, which the provider sends as %q (%v)", full, got, p.basePath+rel, err)
+		}
+	})
+}
