@@ -78,6 +78,7 @@ var runtimeOwnFuncs = map[string]string{
 	module + "/cmd/gatehouse.writeKeyPair":                     "'gatehouse keygen' removing the private key file it wrote when the public one cannot be written",
 	module + "/cmd/gatehouse.writeNew":                         "'gatehouse keygen' writing the key files the operator asked for (never over an existing file)",
 	"(*" + module + "/cmd/gatehouse.serveConfig).claimDataDir": "serve making its data dir (0700) and holding its lock file, so a second serve on it fails at once",
+	module + "/cmd/gatehouse.signsCheckpoints":                 "'gatehouse checkpoint' asking the local serve's web address (GET /checkpoint/key) whether it signs checkpoints, to say how to get one",
 	module + "/cmd/gatehouse.readUserFileInfo":                 "opening, read-only and without blocking, a key or checkpoint file the operator named (O_NONBLOCK makes the call os.OpenFile)",
 	"(*" + module + "/broker.RequestIDs).claim":                "the request-id bucket: claiming an agent's request_id so it is decided at most once",
 	"(*" + module + "/broker.requestClaim).recording":          "the request-id bucket: marking a claimed request as being recorded",
