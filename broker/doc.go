@@ -128,7 +128,10 @@
 //	                    not authority; credential: the person's, looked up after
 //	                    the decision from the run record
 //	  process, code     the program as resolved on the host (path, configured
-//	                    program); confined: the sandbox's self-test, never a field
+//	                    program); confined: the sandbox's self-test, never a field;
+//	                    integration: a stored entry, run as registry code or as
+//	                    the origin of the work that stored it, whichever is
+//	                    trusted less (a model's stored code stays model code)
 //	  workspace, artifact, memory
 //	                    path, key, visibility: the target decided; tenant and
 //	                    person (which namespace) from the run record
