@@ -167,7 +167,9 @@
 // .tools.wait, tools.go) decide and record nothing; their run must be the
 // caller's own (RunAgent, else NOT_RUN_AGENT, not recorded since nothing
 // was proposed), and a wait names an approval id that must belong to that
-// run (else APPROVAL_NOT_FOUND, whether or not it exists elsewhere).
+// run (else APPROVAL_NOT_FOUND, whether or not it exists elsewhere). Each
+// agent identity has at most four waits waiting on a broker, each at most
+// MaxApprovalWait; past that TOO_MANY_WAITS, counted, not recorded.
 //
 // For applications the same holds: who opens and closes work is the
 // subject's application identity. What an application's requests carry is

@@ -51,6 +51,10 @@ var (
 	ErrNotRunAgent          = errors.New("not the agent the run was opened for")
 	ErrNotRunApp            = errors.New("not the application that opened the run")
 	ErrTenantNotAllowed     = errors.New("application not allowed for this tenant")
+
+	// ErrTooManyWaits: the agent identity already has as many requests
+	// waiting on this broker as it may (tools.wait); nothing was waited on.
+	ErrTooManyWaits = errors.New("too many waiting requests for this agent")
 )
 
 // Code is a stable error code carried in replies beside a human message.
@@ -90,6 +94,8 @@ const (
 	CodeNotRunAgent          Code = "NOT_RUN_AGENT"
 	CodeNotRunApp            Code = "NOT_RUN_APPLICATION"
 	CodeTenantNotAllowed     Code = "TENANT_NOT_ALLOWED"
+
+	CodeTooManyWaits Code = "TOO_MANY_WAITS"
 )
 
 // codes is the one table from sentinel errors to codes and advice; a test
@@ -130,6 +136,7 @@ var codes = []struct {
 	{ErrToolNotEstablished, CodeToolNotEstablished, "leave tool out: Gatehouse names an effect SINK.ACTION, which agent cards match"},
 	{ErrNotRunAgent, CodeNotRunAgent, "a run accepts effects only from the agent identity it was opened for (a sub-run: its delegate); connect with that agent's own credential"},
 	{ErrNotRunApp, CodeNotRunApp, "an application may close and read only the runs it opened; use that application's credential"},
+	{ErrTooManyWaits, CodeTooManyWaits, "let one of this agent's waiting requests end (each ends within its bound) before opening another"},
 	{ErrTenantNotAllowed, CodeTenantNotAllowed, "this application credential is bound to other tenants (gatehouse apps list); use one registered for this tenant"},
 }
 

@@ -82,16 +82,23 @@ func (b *Broker) peerQueue() PeerQueue {
 	return nil
 }
 
-// peerWaiters counts the PeerNext requests each agent has waiting.
+// peerWaiters counts the requests each agent identity has waiting
+// (PeerNext; tools.wait with its own count), at most max each (0:
+// maxPeerWaiters).
 type peerWaiters struct {
-	mu sync.Mutex
-	n  map[string]int
+	max int
+	mu  sync.Mutex
+	n   map[string]int
 }
 
 func (w *peerWaiters) acquire(agent string) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.n[agent] >= maxPeerWaiters {
+	limit := w.max
+	if limit <= 0 {
+		limit = maxPeerWaiters
+	}
+	if w.n[agent] >= limit {
 		return false
 	}
 	if w.n == nil {
