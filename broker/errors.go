@@ -96,6 +96,7 @@ const (
 	CodeTenantNotAllowed     Code = "TENANT_NOT_ALLOWED"
 
 	CodeTooManyWaits Code = "TOO_MANY_WAITS"
+	CodeTooLarge     Code = "TOO_LARGE"
 )
 
 // codes is the one table from sentinel errors to codes and advice; a test
@@ -105,6 +106,8 @@ var codes = []struct {
 	code   Code
 	advice string
 }{
+	// ErrTooLarge wraps ErrBadRequest too, so it comes first.
+	{ErrTooLarge, CodeTooLarge, "send less: a peer message or output must fit in one message of its stream (serve --stream-max-message-kb)"},
 	{ErrBadRequest, CodeBadRequest, "fix the request; see the gatehouse.v1 request schema in the README"},
 	{ErrForbiddenField, CodeForbiddenField, "whom work is for comes only from the application that opened the run; remove the field"},
 	{ErrUnknownRun, CodeUnknownRun, "open work first (gatehouse.v1.app.<app>.work.open) and use the run id it returns"},

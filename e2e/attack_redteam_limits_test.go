@@ -2,7 +2,10 @@ package e2e
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
+
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/gatehouse/gatehouse/broker"
 	"github.com/gatehouse/gatehouse/broker/journal"
@@ -72,5 +75,101 @@ func TestRedteamRegistryLaundering(t *testing.T) {
 	last := ds[len(ds)-1]
 	if last.Action != "run" || last.Origin != policy.OriginModel || last.Outcome != journal.OutcomeRefused || last.Rule != "no-model-code" {
 		t.Fatalf("the run of the stored code was decided %+v", last)
+	}
+}
+
+// TestRedteamStreamsAreBounded: an agent tries to fill JetStream through
+// the peer queue and outputs. A message larger than one message's bound
+// is refused before it is decided (TOO_LARGE); one run can pile at most
+// its per-subject bound on a recipient; the whole stream stops at its
+// bound, and what another tenant's agent stored before is still there
+// for its recipient: a full stream refuses new messages, it deletes none.
+func TestRedteamStreamsAreBounded(t *testing.T) {
+	a := startAttackWith(t, "", "--peer-max-mb", "1", "--output-max-mb", "1", "--stream-max-message-kb", "64", "--stream-max-per-subject", "20")
+	bob, alice := a.agent("bob"), a.agent("alice")
+	bobRun := a.runs["bob"]
+	for _, name := range []string{subject.PeerStream, subject.OutputStream} {
+		st, err := a.js.Stream(a.ctx(), name)
+		must(t, err)
+		info, err := st.Info(a.ctx())
+		must(t, err)
+		c := info.Config
+		if c.MaxBytes != 1<<20 || c.MaxMsgSize != 64<<10 || c.MaxMsgsPerSubject != 20 || c.Discard != jetstream.DiscardNew || !c.DiscardNewPerSubject {
+			t.Fatalf("stream %s is not bounded: %+v", name, c)
+		}
+	}
+
+	big := strings.Repeat("x", 70<<10)
+	if _, err := bob.Output(a.ctx(), bobRun, "ok", big); codeOf(err) != broker.CodeTooLarge {
+		t.Fatalf("an oversize output: %v", err)
+	}
+	if _, err := bob.Send(a.ctx(), bobRun, "alice", big); codeOf(err) != broker.CodeTooLarge {
+		t.Fatalf("an oversize peer message: %v", err)
+	}
+	if n := a.onSubject(subject.OutputStream, subject.Output(subject.Shared, bobRun)) + a.onSubject(subject.PeerStream, subject.Peer("alice", bobRun)); n != 0 {
+		t.Fatalf("oversize content was stored: %d messages", n)
+	}
+
+	// Another tenant's agent leaves bob a message.
+	aliceRun := a.runs["alice"]
+	if r, err := alice.Send(a.ctx(), aliceRun, "bob", "from alice"); err != nil || r.Decision.Outcome != journal.OutcomeAllowed {
+		t.Fatalf("alice to bob: %+v %v", r, err)
+	}
+
+	// bob's run piles messages on builder: the twenty-first is refused.
+	for i := 0; i < 20; i++ {
+		if _, err := bob.Send(a.ctx(), bobRun, "builder", i); err != nil {
+			t.Fatalf("bob's message %d: %v", i, err)
+		}
+	}
+	r, err := bob.Send(a.ctx(), bobRun, "builder", "one more")
+	if codeOf(err) != broker.CodeEffectFailed || r == nil || r.Outcome == nil || r.Outcome.Error != "stream-full" {
+		t.Fatalf("past the per-subject bound: %+v %v", r, err)
+	}
+	if n := a.onSubject(subject.PeerStream, subject.Peer("builder", bobRun)); n != 20 {
+		t.Fatalf("bob's run has %d messages on builder's queue, the bound is 20", n)
+	}
+	// bob fills the whole stream with large messages to others.
+	body := strings.Repeat("y", 60<<10)
+	full := false
+	for i := 0; i < 40 && !full; i++ {
+		to := []string{"dave", "carol"}[i%2]
+		r, err := bob.Send(a.ctx(), bobRun, to, body)
+		if err != nil {
+			if r == nil || r.Outcome == nil || r.Outcome.Error != "stream-full" {
+				t.Fatalf("filling the stream: %+v %v", r, err)
+			}
+			full = true
+		}
+	}
+	if !full {
+		t.Fatal("the peer stream took 40 messages of 60 KiB under a 1 MiB bound")
+	}
+	st, err := a.js.Stream(a.ctx(), subject.PeerStream)
+	must(t, err)
+	info, err := st.Info(a.ctx())
+	must(t, err)
+	if info.State.Bytes > 1<<20 {
+		t.Fatalf("the peer stream holds %d bytes, over its bound", info.State.Bytes)
+	}
+	// alice's message was not pushed out: bob reads it.
+	if n := a.onSubject(subject.PeerStream, subject.Peer("bob", aliceRun)); n != 1 {
+		t.Fatalf("alice's message to bob: %d on the stream", n)
+	}
+	in, err := bob.Peer("bob")
+	must(t, err)
+	m, err := in.Next(a.ctx())
+	if err != nil || m == nil || string(m.Body) != `"from alice"` || m.FromRun != aliceRun {
+		t.Fatalf("bob's message from alice: %+v %v", m, err)
+	}
+	// The refused effect is recorded: decided, attempted, failed.
+	found := false
+	for _, ev := range waitJournal(t, a.data, bobRun, 3) {
+		if ev.Type == journal.TypeOutcome && strings.Contains(string(ev.Data), `"stream-full"`) {
+			found = true
+		}
+	}
+	if !found {
+		t.Fatal("no outcome stream-full in bob's run's journal")
 	}
 }
