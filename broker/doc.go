@@ -197,6 +197,9 @@
 //     off they are refused and not recorded; in a closed run too, whose
 //     journal ends at run.close (verify reports any event after it as
 //     tampering, which anyone knowing the run id could otherwise cause).
+//     Repeated ones of a kind are recorded within a budget and the rest
+//     counted in a summarising record (refusalflood.go), so knowing a run
+//     id does not let anyone grow its journal without bound.
 //   - A run opened without an agent accepts only the shared agent
 //     credential; a named agent acts only on runs opened for it.
 //   - A request dropped for its reply subject is not decided: deciding and

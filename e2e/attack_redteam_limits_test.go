@@ -2,8 +2,10 @@ package e2e
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -171,5 +173,58 @@ func TestRedteamStreamsAreBounded(t *testing.T) {
 	}
 	if !found {
 		t.Fatal("no outcome stream-full in bob's run's journal")
+	}
+}
+
+// TestRedteamRefusalFlood: the shared agent, knowing bob's run id, sends
+// sixty requests the run refuses (run-of-another-agent). Each is
+// answered NOT_RUN_AGENT; bob's journal records the first ones one by one
+// and the rest in summarising records with their count, so it does not
+// grow by sixty and no refusal is unaccounted for.
+func TestRedteamRefusalFlood(t *testing.T) {
+	a := startAttack(t)
+	shared := a.agent(subject.Shared)
+	run := a.runs["bob"]
+	const flood = 60
+	for i := 0; i < flood; i++ {
+		if _, err := shared.Output(a.ctx(), run, "ok", i); codeOf(err) != broker.CodeNotRunAgent {
+			t.Fatalf("refusal %d: %v", i, err)
+		}
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		single, summarised, summaries := 0, 0, 0
+		for _, d := range runDecisions(t, a.data, run, 2) {
+			switch d.Refusal {
+			case broker.RefuseRunOfAnotherAgent:
+				single++
+			case broker.RefuseRepeatedRefusals: // stands for its count alone
+			default:
+				t.Fatalf("bob's run has another decision: %+v", d)
+			}
+			for _, r := range d.Reasons {
+				var n int
+				if r.Refusal == broker.RefuseRepeatedRefusals {
+					if _, err := fmt.Sscanf(r.Detail, "%d more", &n); err != nil || n <= 0 {
+						t.Fatalf("summary reason %+v", r)
+					}
+					summarised += n
+					summaries++
+				}
+			}
+		}
+		if single+summarised == flood {
+			if single >= flood/2 || summaries == 0 {
+				t.Fatalf("%d refusals recorded one by one, %d summaries", single, summaries)
+			}
+			break
+		}
+		if single+summarised > flood || time.Now().After(deadline) {
+			t.Fatalf("%d refusals recorded and %d summarised, want %d in all", single, summarised, flood)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if v := metric(t, a.s.ep.HTTP, broker.RefusalsSuppressedMetric, `refusal="run-of-another-agent"`); v == 0 {
+		t.Errorf("%s not counted", broker.RefusalsSuppressedMetric)
 	}
 }
