@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"time"
 
 	"github.com/gatehouse/gatehouse/broker/journal"
 	"github.com/gatehouse/gatehouse/broker/subject"
@@ -74,6 +75,27 @@ type Identities interface {
 	AppTenants(id string) (tenants []string, bound bool)
 }
 
+// agentRemovals is implemented by an Identities that records removed
+// agent names (identity.Holder).
+type agentRemovals interface {
+	AgentRemovedAt(id string) (time.Time, bool)
+}
+
+// removedBefore reports whether an agent of from's name was removed at or
+// after t: then what was opened for, or sent to, the name at t was the
+// removed agent's, and from (registered since) is another identity.
+func (b *Broker) removedBefore(from Caller, t time.Time) (time.Time, bool) {
+	r, ok := b.identities.(agentRemovals)
+	if !ok || from.internal || from.class != subject.ClassAgent {
+		return time.Time{}, false
+	}
+	at, ok := r.AgentRemovedAt(from.id)
+	if !ok || t.After(at) {
+		return time.Time{}, false
+	}
+	return at, true
+}
+
 // Refusals of the caller, made before policy is asked: Gatehouse
 // established a fact and the request said otherwise, or the caller is not
 // the identity the run was opened for. They are enforced in every mode
@@ -134,6 +156,10 @@ func (b *Broker) admit(ctx context.Context, from Caller, sinkName policy.Sink, r
 	if !from.internal && from.id != RunAgent(run) {
 		return b.refuseCaller(ctx, from, sinkName, run, req, b.establishedOrigin(from), RefuseRunOfAnotherAgent, ErrNotRunAgent,
 			fmt.Sprintf("The run was opened for %s; %s proposed this effect and may act only on its own runs.", describeAgent(RunAgent(run)), from))
+	}
+	if at, ok := b.removedBefore(from, run.Opened); ok {
+		return b.refuseCaller(ctx, from, sinkName, run, req, b.establishedOrigin(from), RefuseRunOfAnotherAgent, ErrNotRunAgent,
+			fmt.Sprintf("The run was opened for an earlier agent named %s, removed at %s; %s is a new identity and may act only on runs opened since.", from.id, at.Format(time.RFC3339), from))
 	}
 	origin := b.establishedOrigin(from)
 	if req.Origin != "" && req.Origin != origin {

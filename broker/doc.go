@@ -95,7 +95,10 @@
 //	                   admit refuses (run-of-another-agent, recorded in that run)
 //	                   unless the caller is the identity the run was opened for
 //	                   (RunAgent; a sub-run's is its delegate). A run id alone
-//	                   grants nothing.
+//	                   grants nothing. A run opened before the last removal of
+//	                   its agent's name was the removed agent's: a new agent of
+//	                   the name is refused there the same way, and peer messages
+//	                   sent to the name before are discarded, not handed to it.
 //	acting_for, tenant, person, mandate, scopes, agent, input
 //	                   refused by name (FORBIDDEN_FIELD); they come from the run record
 //	origin             Gatehouse's: model for agent credentials unless the deployment

@@ -3,6 +3,7 @@ package e2e
 import (
 	"encoding/json"
 	"fmt"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -10,6 +11,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/gatehouse/gatehouse/broker"
+	"github.com/gatehouse/gatehouse/broker/embedded"
+	"github.com/gatehouse/gatehouse/broker/identity"
 	"github.com/gatehouse/gatehouse/broker/journal"
 	"github.com/gatehouse/gatehouse/broker/subject"
 	"github.com/gatehouse/gatehouse/policy"
@@ -226,5 +229,77 @@ func TestRedteamRefusalFlood(t *testing.T) {
 	}
 	if v := metric(t, a.s.ep.HTTP, broker.RefusalsSuppressedMetric, `refusal="run-of-another-agent"`); v == 0 {
 		t.Errorf("%s not counted", broker.RefusalsSuppressedMetric)
+	}
+}
+
+// TestRedteamNameReuse: bob is removed and an agent is registered as bob
+// again. The new bob is a new identity: bob's old run refuses it
+// (NOT_RUN_AGENT, recorded in that run), the messages sent to the old bob
+// are never handed to it, and it works in runs opened since.
+func TestRedteamNameReuse(t *testing.T) {
+	a := startAttack(t)
+	oldRun, aliceRun := a.runs["bob"], a.runs["alice"]
+	alice := a.agent("alice")
+	if r, err := alice.Send(a.ctx(), aliceRun, "bob", "for the old bob"); err != nil || r.Decision.Outcome != journal.OutcomeAllowed {
+		t.Fatalf("alice to bob: %+v %v", r, err)
+	}
+	oldSeed, err := os.ReadFile(embedded.AgentCredsPath(a.nats, "bob"))
+	must(t, err)
+	for _, args := range [][]string{{"agents", "remove", "bob"}, {"agents", "add", "bob"}} {
+		if r := gh(t, append(args, "--data-dir", a.data)...); r.code != 0 {
+			t.Fatalf("%v: %d %s%s", args, r.code, r.stdout, r.stderr)
+		}
+	}
+	reg, err := identity.Load(identity.Path(a.data))
+	must(t, err)
+	if _, ok := reg.AgentRemovedAt("bob"); !ok {
+		t.Fatalf("the register does not remember bob's removal: %+v", reg)
+	}
+	newSeed, err := os.ReadFile(embedded.AgentCredsPath(a.nats, "bob"))
+	must(t, err)
+	if string(newSeed) == string(oldSeed) {
+		t.Fatal("the new bob got the old bob's seed")
+	}
+	bob := a.waitAgent(t, "bob")
+
+	before := a.onSubject(subject.OutputStream, subject.Output(subject.Shared, oldRun))
+	r, err := bob.Output(a.ctx(), oldRun, "ok", "the old bob's work")
+	if codeOf(err) != broker.CodeNotRunAgent || r == nil || r.Decision.Refusal != broker.RefuseRunOfAnotherAgent {
+		t.Fatalf("the new bob in the old bob's run: %+v %v", r, err)
+	}
+	if n := a.onSubject(subject.OutputStream, subject.Output(subject.Shared, oldRun)); n != before {
+		t.Fatal("the new bob delivered into the old bob's run")
+	}
+	ds := runDecisions(t, a.data, oldRun, 2)
+	if last := ds[len(ds)-1]; last.Refusal != broker.RefuseRunOfAnotherAgent || !strings.Contains(last.Reasons[0].Detail, "earlier agent named bob") {
+		t.Fatalf("the refusal is not on the old run's record: %+v", last)
+	}
+	if _, err := bob.Tools(a.ctx(), oldRun); codeOf(err) != broker.CodeNotRunAgent {
+		t.Fatalf("the new bob listed the old bob's tools: %v", err)
+	}
+	// One peer.next that does not wait: the old bob's message is there,
+	// and is not handed over.
+	msg, err := bob.Conn().Request(subject.PeerNext("bob"), []byte(`{}`), 10*time.Second)
+	must(t, err)
+	var next broker.PeerNextReply
+	if err := json.Unmarshal(msg.Data, &next); err != nil || next.Error != nil || next.Message != nil {
+		t.Fatalf("the new bob read the old bob's message: %s %v", msg.Data, err)
+	}
+	in, err := bob.Peer("bob")
+	must(t, err)
+	if n := a.onSubject(subject.PeerStream, subject.Peer("bob", aliceRun)); n != 0 {
+		t.Fatalf("the old bob's message is still queued for the name: %d", n)
+	}
+	// Work opened since, and messages sent since, are the new bob's.
+	newRun, err := a.app.OpenWork(a.ctx(), broker.OpenWork{Tenant: "acme", Person: "ada", Agent: "bob"})
+	must(t, err)
+	if r, err := bob.Output(a.ctx(), newRun, "ok", "mine"); err != nil || r.Decision.Outcome != journal.OutcomeAllowed {
+		t.Fatalf("the new bob in its own run: %+v %v", r, err)
+	}
+	if _, err := alice.Send(a.ctx(), aliceRun, "bob", "for the new bob"); err != nil {
+		t.Fatal(err)
+	}
+	if m, err := in.Next(a.ctx()); err != nil || m == nil || string(m.Body) != `"for the new bob"` {
+		t.Fatalf("the new bob's own message: %+v %v", m, err)
 	}
 }

@@ -87,6 +87,17 @@ type App struct {
 type Registry struct {
 	Agents []Agent `json:"agents"`
 	Apps   []App   `json:"apps"`
+	// Removed is when each agent name was last removed. An agent
+	// registered under the name again is a new identity: runs opened for
+	// the name before that moment, and peer messages sent to it before,
+	// were the removed agent's and are never its (AgentRemovedAt).
+	Removed []Removal `json:"removed,omitempty"`
+}
+
+// Removal is the last removal of an agent name.
+type Removal struct {
+	Name string    `json:"name"`
+	At   time.Time `json:"at"`
 }
 
 // Load reads the register at path; a missing file is an empty register.
@@ -158,6 +169,11 @@ func (r *Registry) Validate() error {
 		}
 		seen[a.Name] = true
 	}
+	for _, rm := range r.Removed {
+		if err := checkName(rm.Name); err != nil {
+			return fmt.Errorf("removed: %w", err)
+		}
+	}
 	seen = map[string]bool{}
 	for _, a := range r.Apps {
 		if err := checkName(a.Name); err != nil {
@@ -183,7 +199,7 @@ func (r *Registry) Save(path string) error {
 	if err := r.Validate(); err != nil {
 		return err
 	}
-	b, err := json.MarshalIndent(Registry{Agents: nonNil(r.Agents), Apps: nonNil(r.Apps)}, "", "  ")
+	b, err := json.MarshalIndent(Registry{Agents: nonNil(r.Agents), Apps: nonNil(r.Apps), Removed: r.Removed}, "", "  ")
 	if err != nil {
 		return err
 	}
@@ -249,14 +265,26 @@ func (r *Registry) AddApp(a App) error {
 	return r.Validate()
 }
 
-// RemoveAgent unregisters a named agent; ErrNotFound if it is not.
+// RemoveAgent unregisters a named agent and records when (Removed);
+// ErrNotFound if it is not registered.
 func (r *Registry) RemoveAgent(name string) error {
 	n := len(r.Agents)
 	r.Agents = slices.DeleteFunc(r.Agents, func(a Agent) bool { return a.Name == name })
 	if len(r.Agents) == n {
 		return fmt.Errorf("agent %s: %w", name, ErrNotFound)
 	}
+	r.Removed = slices.DeleteFunc(r.Removed, func(rm Removal) bool { return rm.Name == name })
+	r.Removed = append(r.Removed, Removal{Name: name, At: time.Now().UTC()})
 	return nil
+}
+
+// AgentRemovedAt returns when an agent of this name was last removed.
+func (r *Registry) AgentRemovedAt(name string) (time.Time, bool) {
+	i := slices.IndexFunc(r.Removed, func(rm Removal) bool { return rm.Name == name })
+	if i < 0 {
+		return time.Time{}, false
+	}
+	return r.Removed[i].At, true
 }
 
 // RemoveApp unregisters a named application; ErrNotFound if it is not.
@@ -341,6 +369,16 @@ func (h *Holder) AgentOrigin(id string) policy.Origin {
 		return policy.OriginModel
 	}
 	return a.EffectiveOrigin()
+}
+
+// AgentRemovedAt returns when an agent named id was last removed from
+// the register: what was opened for or sent to the name until then was the
+// removed agent's, never a later agent's of the same name.
+func (h *Holder) AgentRemovedAt(id string) (time.Time, bool) {
+	if id == subject.Shared {
+		return time.Time{}, false
+	}
+	return h.Load().AgentRemovedAt(id)
 }
 
 // AppTenants returns the tenants application identity id may open work

@@ -22,20 +22,21 @@ func (f *streamFlags) register(fs *flagSet) {
 }
 
 // limits returns the peer and output streams' bounds, or an error naming
-// the flag that is out of range.
+// the flag that is out of range. A zero (a serveConfig made without its
+// flags) is the default.
 func (f *streamFlags) limits() (peer, output broker.StreamLimits, err error) {
 	switch {
-	case f.peerMB < 1:
+	case f.peerMB < 0:
 		return peer, output, fmt.Errorf("--peer-max-mb must be at least 1")
-	case f.outputMB < 1:
+	case f.outputMB < 0:
 		return peer, output, fmt.Errorf("--output-max-mb must be at least 1")
-	case f.messageKB < 2 || f.messageKB > 64<<10:
+	case f.messageKB < 0 || f.messageKB == 1 || f.messageKB > 64<<10:
 		return peer, output, fmt.Errorf("--stream-max-message-kb must be 2 to 65536")
-	case f.perSubject < 1:
+	case f.perSubject < 0:
 		return peer, output, fmt.Errorf("--stream-max-per-subject must be at least 1")
 	}
 	l := broker.StreamLimits{MaxMsgSize: int32(f.messageKB) << 10, MaxMsgsPerSubject: int64(f.perSubject)}
 	peer, output = l, l
 	peer.MaxBytes, output.MaxBytes = int64(f.peerMB)<<20, int64(f.outputMB)<<20
-	return peer, output, nil
+	return peer.OrDefault(), output.OrDefault(), nil
 }
