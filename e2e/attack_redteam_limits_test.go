@@ -4,7 +4,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -302,4 +304,82 @@ func TestRedteamNameReuse(t *testing.T) {
 	if m, err := in.Next(a.ctx()); err != nil || m == nil || string(m.Body) != `"for the new bob"` {
 		t.Fatalf("the new bob's own message: %+v %v", m, err)
 	}
+}
+
+// TestRedteamPolicyFileOwnership: the policy file decides what Gatehouse
+// allows, so serve reads it only as the identity register: its own (or
+// root's) regular file that no one else may write, a symbolic link's
+// target included. A file others could write is unreadable, at start or
+// at a reload: strict mode refuses every effect (policy-unreadable) and
+// the log names the file and the fix. The grounding rules the same.
+func TestRedteamPolicyFileOwnership(t *testing.T) {
+	a := startAttackWith(t, "")
+	pol := filepath.Join(a.data, "cards.yaml")
+	shared := a.agent(subject.Shared)
+	run := a.runs["shared"]
+	n := 0
+	until := func(what string, ok func(*broker.EffectReply) bool) {
+		t.Helper()
+		must(t, a.s.cmd.Process.Signal(syscall.SIGHUP))
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			n++
+			r, _ := shared.Output(a.ctx(), run, "ok", n)
+			if r != nil && r.Decision != nil && ok(r) {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: last reply %+v", what, r)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	allowed := func(r *broker.EffectReply) bool { return r.Decision.Outcome == journal.OutcomeAllowed }
+	unreadable := func(r *broker.EffectReply) bool {
+		return r.Decision.Refusal == policy.RefusePolicyUnreadable && r.Decision.Enforced && r.Result == nil
+	}
+	until("the policy in force", allowed)
+
+	must(t, os.Chmod(pol, 0o666))
+	until("a policy file others may write", unreadable)
+	if log := a.s.out.String(); !strings.Contains(log, pol) || !strings.Contains(log, "chmod 600") {
+		t.Fatalf("serve's log does not name the file and the fix:\n%s", log)
+	}
+	must(t, os.Chmod(pol, 0o600))
+	until("the file made private again", allowed)
+
+	if os.Geteuid() == 0 {
+		must(t, os.Chown(pol, 65534, 65534))
+		until("a policy file of another uid", unreadable)
+		if !strings.Contains(a.s.out.String(), "belongs to uid 65534") {
+			t.Fatalf("serve's log does not say whose file it is:\n%s", a.s.out.String())
+		}
+		must(t, os.Chown(pol, 0, 0))
+		until("the file given back", allowed)
+	}
+
+	// A private link to a file others may write.
+	target := filepath.Join(t.TempDir(), "rules.yaml")
+	b, err := os.ReadFile(pol)
+	must(t, err)
+	must(t, os.WriteFile(target, b, 0o600))
+	must(t, os.Chmod(target, 0o666))
+	must(t, os.Remove(pol))
+	must(t, os.Symlink(target, pol))
+	until("a link to a file others may write", unreadable)
+	must(t, os.Chmod(target, 0o600))
+	until("the link's target made private", allowed)
+	a.s.stop(t)
+
+	// At start, the grounding rules: a file others may write is not read,
+	// and every provider call is refused until it is fixed.
+	dir := t.TempDir()
+	flags := erpFiles(t, dir, "http://127.0.0.1:9", "tok")
+	must(t, os.Chmod(filepath.Join(dir, "grounding.yaml"), 0o666))
+	s := serve(t, t.TempDir(), append([]string{"--mode", "strict"}, flags...)...)
+	log := s.out.String()
+	if !strings.Contains(log, "grounding rules could not be read") || !strings.Contains(log, filepath.Join(dir, "grounding.yaml")) || !strings.Contains(log, "chmod 600") {
+		t.Fatalf("serve read grounding rules others may write:\n%s", log)
+	}
+	s.stop(t)
 }

@@ -35,7 +35,6 @@ import (
 	"path/filepath"
 	"slices"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/gatehouse/gatehouse/broker/subject"
@@ -137,20 +136,7 @@ func Load(path string) (*Registry, error) {
 // privateFile fails unless f (what was opened, links followed) is a
 // regular file of this process's uid that no group or other may write.
 func privateFile(f *os.File) error {
-	fi, err := f.Stat()
-	if err != nil {
-		return err
-	}
-	if !fi.Mode().IsRegular() {
-		return errors.New("not a regular file")
-	}
-	if st, ok := fi.Sys().(*syscall.Stat_t); ok && int(st.Uid) != os.Geteuid() {
-		return fmt.Errorf("belongs to uid %d, not %d: that user could declare any agent's origin", st.Uid, os.Geteuid())
-	}
-	if fi.Mode().Perm()&0o022 != 0 {
-		return fmt.Errorf("mode %04o lets other users write it, and so declare any agent's origin (chmod 600)", fi.Mode().Perm())
-	}
-	return nil
+	return ownFile(f, "declare any agent's origin", false)
 }
 
 // Validate checks every name, origin and tenant, and that no name is

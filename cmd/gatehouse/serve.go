@@ -622,7 +622,7 @@ func openProvider(ctx context.Context, js jetstream.JetStream, c *serveConfig, g
 		if cfg.ToolServers, err = toolServerNames(c.mcp.servers); err != nil {
 			return nil, fmt.Errorf("--mcp-servers: %w", err)
 		}
-		rules, err := provider.LoadGrounding(c.grounding, cat.WithToolServers(cfg.ToolServers...))
+		rules, err := loadGrounding(c.grounding, cat.WithToolServers(cfg.ToolServers...)) // rulesfiles.go
 		if err != nil {
 			log.Error("grounding rules could not be read: every provider call is refused until they are fixed", "file", c.grounding, "err", err)
 			rules = grounding.Unreadable(c.grounding, err)
@@ -673,6 +673,10 @@ func waitDrained(ctx context.Context, js jetstream.JetStream) uint64 {
 func loadPolicy(path string) (*policy.Policy, error) {
 	if path == "" {
 		return policy.Default(), nil
+	}
+	if err := checkPolicyFile(path); err != nil { // rulesfiles.go
+		err = fmt.Errorf("policy: %w", err)
+		return policy.Unreadable(path, err), err
 	}
 	p, err := policy.Load(path)
 	if err != nil {
