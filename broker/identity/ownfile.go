@@ -3,6 +3,7 @@ package identity
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"syscall"
 )
@@ -11,25 +12,34 @@ import (
 // policy, the grounding rules) could be written by another user.
 var ErrNotOwnFile = errors.New("another user could write this file")
 
-// CheckOwnFile fails, wrapping ErrNotOwnFile, unless the file at path
-// (the target of a symbolic link included) is a regular file of this
-// process's uid, or of root (who could change anything anyway), that no
-// group or other may write: whoever can write it could change what
-// Gatehouse allows. power says what, for the error ("rewrite the
-// policy"); the error names the file and the fix.
-func CheckOwnFile(path, power string) error {
+// ReadOwnFile reads the file at path, at most limit bytes, and fails,
+// wrapping ErrNotOwnFile, unless what it opened (the target of a symbolic
+// link included) is a regular file of this process's uid, or of root (who
+// could change anything anyway), that no group or other may write:
+// whoever can write it could change what Gatehouse allows. The check and
+// the read are of the one open file, so the file cannot be swapped
+// between them. power says what such a user could do, for the error
+// ("rewrite the policy"); the error names the file and the fix.
+func ReadOwnFile(path, power string, limit int64) ([]byte, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer f.Close()
 	if err := ownFile(f, power, true); err != nil {
-		return fmt.Errorf("%s: %w", path, err)
+		return nil, fmt.Errorf("%s: %w", path, err)
 	}
-	return nil
+	b, err := io.ReadAll(io.LimitReader(f, limit+1))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if int64(len(b)) > limit {
+		return nil, fmt.Errorf("%s: larger than %d bytes", path, limit)
+	}
+	return b, nil
 }
 
-// ownFile is CheckOwnFile on what f opened; root's files pass only with
+// ownFile is ReadOwnFile's check of what f opened; root's files pass only with
 // rootOK.
 func ownFile(f *os.File, power string, rootOK bool) error {
 	fi, err := f.Stat()

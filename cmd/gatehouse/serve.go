@@ -674,11 +674,7 @@ func loadPolicy(path string) (*policy.Policy, error) {
 	if path == "" {
 		return policy.Default(), nil
 	}
-	if err := checkPolicyFile(path); err != nil { // rulesfiles.go
-		err = fmt.Errorf("policy: %w", err)
-		return policy.Unreadable(path, err), err
-	}
-	p, err := policy.Load(path)
+	p, err := loadPolicyFile(path) // rulesfiles.go
 	if err != nil {
 		return policy.Unreadable(path, err), err
 	}
