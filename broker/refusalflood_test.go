@@ -52,3 +52,13 @@ func TestRefusalFloodBudget(t *testing.T) {
 		t.Fatal("a new burst after a summary schedules a new one")
 	}
 }
+
+// BenchmarkRefusalFloodTake: the budget check each caller refusal pays.
+func BenchmarkRefusalFloodTake(b *testing.B) {
+	var f refusalFlood
+	k := floodKey{caller: "agent _shared", run: "r_1", refusal: RefuseRunOfAnotherAgent, sink: "output"}
+	now := time.Unix(1_700_000_000, 0)
+	for i := 0; b.Loop(); i++ {
+		f.take(k, now.Add(time.Duration(i)*time.Millisecond))
+	}
+}
