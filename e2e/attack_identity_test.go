@@ -118,21 +118,28 @@ func (a *identityAttack) agent(id string) *client.Client {
 // reply answered is there to read.
 func (a *identityAttack) decisions(run string) []journal.Decision {
 	a.t.Helper()
-	b, err := os.ReadFile(filepath.Join(a.data, "journal", "runs", run+".jsonl"))
+	return runFileDecisions(a.t, a.data, run)
+}
+
+// runFileDecisions reads run's policy.decision events from the run file
+// of the journal under serve's data directory.
+func runFileDecisions(t *testing.T, data, run string) []journal.Decision {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(data, "journal", "runs", run+".jsonl"))
 	if errors.Is(err, os.ErrNotExist) {
 		return nil
 	}
-	must(a.t, err)
+	must(t, err)
 	var out []journal.Decision
 	for _, line := range bytes.Split(b, []byte("\n")) {
 		if len(bytes.TrimSpace(line)) == 0 {
 			continue
 		}
 		var ev journal.Event
-		must(a.t, json.Unmarshal(line, &ev))
+		must(t, json.Unmarshal(line, &ev))
 		if ev.Type == journal.TypeDecision {
 			var d journal.Decision
-			must(a.t, json.Unmarshal(ev.Data, &d))
+			must(t, json.Unmarshal(ev.Data, &d))
 			out = append(out, d)
 		}
 	}
