@@ -48,6 +48,13 @@ type identityAttack struct {
 
 func startAttack(t *testing.T) *identityAttack {
 	t.Helper()
+	return startAttackWith(t, "")
+}
+
+// startAttackWith is startAttack with rules appended to the policy file
+// and extra flags for serve.
+func startAttackWith(t *testing.T, rules string, args ...string) *identityAttack {
+	t.Helper()
 	data := t.TempDir()
 	for _, a := range [][]string{{"agents", "add", "bob"}, {"agents", "add", "alice"}, {"apps", "add", "crm", "--tenant", "acme"}} {
 		if r := gh(t, append(a, "--data-dir", data)...); r.code != 0 {
@@ -55,8 +62,8 @@ func startAttack(t *testing.T) *identityAttack {
 		}
 	}
 	pol := filepath.Join(data, "cards.yaml")
-	must(t, os.WriteFile(pol, []byte("agents:\n  - name: bob\n  - name: alice\n  - name: builder\n  - name: dave\n"), 0o600))
-	a := &identityAttack{t: t, data: data, s: serve(t, data, "--mode", "strict", "--policy", pol), nats: filepath.Join(data, "nats"), runs: map[string]string{}}
+	must(t, os.WriteFile(pol, []byte("agents:\n  - name: bob\n  - name: alice\n  - name: builder\n  - name: dave\n"+rules), 0o600))
+	a := &identityAttack{t: t, data: data, s: serve(t, data, append([]string{"--mode", "strict", "--policy", pol}, args...)...), nats: filepath.Join(data, "nats"), runs: map[string]string{}}
 	var err error
 	a.op, err = nats.Connect(a.s.ep.NATSURL, seedOpt(t, embedded.CredsPath(a.nats, embedded.RoleBroker)))
 	must(t, err)

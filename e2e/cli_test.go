@@ -220,6 +220,7 @@ func TestServeFlagsFromTheEnvironment(t *testing.T) {
 		{nil, []string{"--providers", filepath.Join(keys, "absent.yaml")}, "--providers: provider catalogue"},
 		{[]string{"GATEHOUSE_MCP_SERVERS=" + filepath.Join(keys, "wit.pub")}, nil, "--mcp-servers: mcp servers catalogue"},
 		{[]string{"GATEHOUSE_MCP_APPROVAL_WAIT=-1s"}, nil, "--mcp-approval-wait must be 0"},
+		{[]string{"GATEHOUSE_STREAM_MAX_MESSAGE_KB=1"}, nil, "--stream-max-message-kb must be 2 to 65536"},
 		{nil, []string{"--mcp-servers", filepath.Join(keys, "absent.yaml"), "--credentials", filepath.Join(keys, "absent.yaml")}, "--credentials: credentials file"},
 	} {
 		r := ghEnv(t, c.env, append([]string{"serve", "--data-dir", data, "--nats-port", "-1", "--http", "127.0.0.1:0"}, c.args...)...)

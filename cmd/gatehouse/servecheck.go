@@ -81,6 +81,9 @@ func (c *serveConfig) validate(env *cliEnv) error {
 			return usageError("--mcp-servers: %v", err)
 		}
 	}
+	if _, _, err := c.streams.limits(); err != nil {
+		return usageError("%v", err)
+	}
 	if c.mcp.wait < 0 {
 		return usageError("--mcp-approval-wait must be 0 (never wait) or more")
 	}
