@@ -369,10 +369,12 @@ func TestEffectsKeysAndApprovalsAsTheREADMEShows(t *testing.T) {
 func TestReportModeReviewReplayBenchAndBadInput(t *testing.T) {
 	data := t.TempDir()
 	pol := writeFile(t, data, "rules.yaml", rules)
-	s := serve(t, data, "--policy", pol)
+	s := serve(t, data, "--policy", pol, "--stream-max-message-kb", "4")
 	as := func(args ...string) []string { return append(args, "--data-dir", data) }
 	run := strings.TrimSpace(gh(t, as("work", "open", "--tenant", "acme", "--person", "ada")...).stdout)
 	want(t, gh(t, as("effect", "output", "--run", run, "--result", "1")...), 0, "allowed (report mode)")
+	// An output larger than the stream takes is bad input: exit 2.
+	want(t, gh(t, as("effect", "output", "--run", run, "--result", `"`+strings.Repeat("x", 8<<10)+`"`)...), 2, "TOO_LARGE")
 	// No signing key: POST /checkpoint says why there are no checkpoints,
 	// and so does the checkpoint command that would send people there.
 	resp, err := http.Post(s.ep.HTTP+"/checkpoint", "text/plain", nil)
