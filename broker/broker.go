@@ -8,6 +8,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -165,6 +167,16 @@ func (b *Broker) Sinks() []policy.Sink {
 	return out
 }
 
+// sinkList names the sinks b serves, sorted, for a message.
+func (b *Broker) sinkList() string {
+	names := make([]string, 0, len(b.sinks))
+	for n := range b.sinks {
+		names = append(names, string(n))
+	}
+	slices.Sort(names)
+	return strings.Join(names, ", ")
+}
+
 // Open opens work for a person, as application from (or Gatehouse itself,
 // Internal), and returns the run, bound to from and to w.Agent. run.open is
 // recorded before the run exists: work that cannot be recorded does not
@@ -287,7 +299,7 @@ func (b *Broker) Propose(ctx context.Context, from Caller, sinkName policy.Sink,
 func (b *Broker) propose(ctx context.Context, from Caller, sinkName policy.Sink, data []byte, slot *requestSlot) *EffectReply {
 	sink, ok := b.sinks[sinkName]
 	if !ok {
-		return errorReply("", fmt.Errorf("%w: %q", ErrUnknownSink, clip(string(sinkName))))
+		return errorReply("", fmt.Errorf("%w: %q; this broker serves %s", ErrUnknownSink, clip(string(sinkName)), b.sinkList()))
 	}
 	req, err := DecodeEffectRequest(data)
 	if err != nil {

@@ -56,9 +56,10 @@
 // subject in one account, so JetStream streams, KV buckets and the micro
 // service (`nats micro ls`) stay where they are; and the identity is
 // visible in the subject, so NATS permissions, logs and traces all show
-// who asked. The cost is one endpoint subject per sink with a wildcard
-// identity token (subject.EffectEndpoint), which micro serves as one
-// endpoint.
+// who asked. The cost is one effect endpoint subject with wildcards for the
+// identity and the sink (subject.EffectEndpoint("*")): the broker reads
+// both from the subject, and answers a sink it does not serve with
+// UNKNOWN_SINK rather than leaving the request without a responder.
 //
 // # Where replies go
 //

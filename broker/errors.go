@@ -108,11 +108,11 @@ var codes = []struct {
 }{
 	// ErrTooLarge wraps ErrBadRequest too, so it comes first.
 	{ErrTooLarge, CodeTooLarge, "send less: a peer message or output must fit in one message of its stream (serve --stream-max-message-kb)"},
-	{ErrBadRequest, CodeBadRequest, "fix the request; see the gatehouse.v1 request schema in the README"},
+	{ErrBadRequest, CodeBadRequest, "fix the request: every sink's actions and params are in sinks/REFERENCE.md (gatehouse sinks SINK)"},
 	{ErrForbiddenField, CodeForbiddenField, "whom work is for comes only from the application that opened the run; remove the field"},
 	{ErrUnknownRun, CodeUnknownRun, "open work first (gatehouse.v1.app.<app>.work.open) and use the run id it returns"},
 	{ErrRunClosed, CodeRunClosed, "the application closed this run; open new work"},
-	{ErrUnknownSink, CodeUnknownSink, "use one of the sinks this broker serves (nats micro info gatehouse)"},
+	{ErrUnknownSink, CodeUnknownSink, "propose it to one of the sinks this broker serves, named above (their actions and params: sinks/REFERENCE.md, gatehouse sinks)"},
 	{ErrJournal, CodeJournal, "the decision could not be recorded; check the NATS JetStream stream and retry"},
 	{ErrRunStore, CodeRunStore, "the run store (JetStream KV) could not be reached; retry when NATS is healthy"},
 	{ErrEffectFailed, CodeEffectFailed, "the effect was decided and attempted but failed; see the outcome"},

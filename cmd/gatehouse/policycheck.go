@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"strings"
@@ -37,8 +36,6 @@ Each problem is printed with its file, rule and what to write instead.
 rules may also match upstream MCP tool calls (provider <server>, POST
 /tools/<tool>). Run it first on a new
 deployment, and after every change to one of the files.
-
-Exit status: 0 no problems, 1 problems listed, 2 bad usage.
 `
 
 // checkProblem is one problem policy check found.
@@ -86,8 +83,7 @@ func cmdPolicyCheck(_ context.Context, env *cliEnv, args []string) error {
 	case len(pos) > 0:
 		return usageError("policy check takes no arguments; name the files with --policy, --providers and --grounding")
 	case policyFile == "" && providersFile == "" && groundingFile == "":
-		fmt.Fprint(env.stderr, policyCheckUsage)
-		return usageError("give at least one of --policy, --providers and --grounding")
+		return usageHint("policy check", "give at least one of --policy, --providers and --grounding")
 	case groundingFile != "" && providersFile == "":
 		return usageError("--grounding needs --providers: grounding rules are checked against the catalogue, as serve does")
 	}
@@ -201,9 +197,7 @@ func writeReport(w io.Writer, asJSON bool, v any, text func()) error {
 		text()
 		return nil
 	}
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(v)
+	return writeJSON(w, v)
 }
 
 // toolServerNames lists the servers of the MCP catalogue at path ("" for

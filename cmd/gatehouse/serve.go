@@ -22,7 +22,6 @@ import (
 	"github.com/gatehouse/gatehouse/broker"
 	"github.com/gatehouse/gatehouse/broker/embedded"
 	"github.com/gatehouse/gatehouse/broker/identity"
-	"github.com/gatehouse/gatehouse/broker/journal"
 	"github.com/gatehouse/gatehouse/broker/subject"
 	"github.com/gatehouse/gatehouse/browser"
 	"github.com/gatehouse/gatehouse/dashboard"
@@ -98,6 +97,7 @@ func (c *serveConfig) journalDir() string { return filepath.Join(c.dataDir, "jou
 
 func serveFlags(env *cliEnv, c *serveConfig) *flagSet {
 	fs := newEnvFlags(env, "serve", serveUsage)
+	fs.envAll = true // every flag, as GATEHOUSE_<NAME>
 	fs.stringVar(&c.dataDir, "data-dir", ".gatehouse", "where the journal, the embedded NATS store and credentials live")
 	fs.stringVar(&c.natsURL, "nats-url", "", "use this NATS (with JetStream) instead of the embedded server")
 	fs.stringVar(&c.natsCreds, "nats-creds", "", "nkey seed file for --nats-url")
@@ -140,6 +140,9 @@ func cmdServe(ctx context.Context, env *cliEnv, args []string) error {
 	if _, err := fs.parse(args); err != nil {
 		return err
 	}
+	if err := c.validate(env); err != nil { // servecheck.go: before anything starts
+		return err
+	}
 	mode, err := policy.ParseMode(c.mode)
 	if err != nil {
 		return usageError("--mode: %v", err)
@@ -154,6 +157,11 @@ func cmdServe(ctx context.Context, env *cliEnv, args []string) error {
 	if err != nil {
 		return err
 	}
+	release, err := c.claimDataDir() // no other serve here (before touching it), the ports free
+	if err != nil {
+		return err
+	}
+	defer release()
 	if c.dataDir, err = secureDataDir(c.dataDir, log); err != nil {
 		return err // before anything is written into it
 	}
@@ -202,6 +210,7 @@ func cmdServe(ctx context.Context, env *cliEnv, args []string) error {
 	}
 	defer nc.Close()
 	defer rc.Close()
+	logNATSErrors(log, nc, rc) // natslog.go
 	if err := broker.ProbeReplies(rc); err != nil {
 		if ns != nil {
 			return fmt.Errorf("embedded NATS: %w", err)
@@ -216,8 +225,8 @@ func cmdServe(ctx context.Context, env *cliEnv, args []string) error {
 	if err != nil {
 		return err
 	}
-	if _, err := journal.EnsureStream(ctx, js, c.replicas); err != nil {
-		return fmt.Errorf("journal stream: %w", err)
+	if err := ensureJournalStream(ctx, js, c.replicas, log); err != nil { // startup.go: asks again on a timeout
+		return err
 	}
 	runs, err := broker.OpenKVRuns(ctx, js, c.replicas)
 	if err != nil {
@@ -305,7 +314,7 @@ func cmdServe(ctx context.Context, env *cliEnv, args []string) error {
 		return err
 	}
 	defer stopIdentities()
-	svc, err := broker.Serve(rc, b, broker.ServiceConfig{})
+	svc, err := broker.Serve(rc, b, broker.ServiceConfig{Status: instanceStatus(ns, pols)})
 	if err != nil {
 		return err
 	}
