@@ -184,3 +184,45 @@ func (g *JournalGate) Close() {
 	g.cancel()
 	g.wg.Wait()
 }
+
+// ReadWriterHealth reads the writer's health from the leader of its
+// bucket's stream. A KV Get may be answered by any replica (direct get),
+// and a replica that has not yet applied the latest put answers the one
+// before: on a cluster, an operator asking right after the writer failed
+// could be told it is fine. ErrWriterHealthUnknown: no health recorded.
+func ReadWriterHealth(ctx context.Context, js jetstream.JetStream) (WriterHealth, error) {
+	req, _ := json.Marshal(map[string]string{"last_by_subj": "$KV." + WriterHealthBucket + "." + WriterHealthKey})
+	msg, err := js.Conn().RequestWithContext(ctx, "$JS.API.STREAM.MSG.GET.KV_"+WriterHealthBucket, req)
+	if err != nil {
+		return WriterHealth{}, fmt.Errorf("writer health: %w", err)
+	}
+	var resp struct {
+		Message *struct {
+			Data []byte `json:"data"`
+		} `json:"message"`
+		Error *struct {
+			Code        int    `json:"code"`
+			ErrCode     int    `json:"err_code"`
+			Description string `json:"description"`
+		} `json:"error"`
+	}
+	if err := json.Unmarshal(msg.Data, &resp); err != nil {
+		return WriterHealth{}, fmt.Errorf("writer health: %w", err)
+	}
+	switch {
+	case resp.Error != nil && (resp.Error.Code == 404 || resp.Error.ErrCode == int(jetstream.JSErrCodeMessageNotFound) || resp.Error.ErrCode == int(jetstream.JSErrCodeStreamNotFound)):
+		return WriterHealth{}, ErrWriterHealthUnknown
+	case resp.Error != nil:
+		return WriterHealth{}, fmt.Errorf("writer health: %s", resp.Error.Description)
+	case resp.Message == nil:
+		return WriterHealth{}, ErrWriterHealthUnknown
+	}
+	var h WriterHealth
+	if err := json.Unmarshal(resp.Message.Data, &h); err != nil {
+		return WriterHealth{}, fmt.Errorf("writer health: %w", err)
+	}
+	return h, nil
+}
+
+// ErrWriterHealthUnknown: no writer has recorded its health yet.
+var ErrWriterHealthUnknown = errors.New("no writer health recorded")

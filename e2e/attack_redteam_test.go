@@ -35,7 +35,7 @@ import (
 type storeMarks struct {
 	aliceRun, bobRun uint64 // revisions of the run records
 	health           uint64 // of the writer health key
-	journalAlice     uint64 // messages on alice's journal subject
+	journalAlice     uint64 // alice's journal: messages on its subject and decisions (journalMark)
 	outputAlice      uint64 // on the output subject of alice's run
 	peerAlice        uint64 // on alice's peer subject
 }
@@ -53,7 +53,7 @@ func (a *identityAttack) marks(t *testing.T) storeMarks {
 	must(t, err)
 	return storeMarks{
 		aliceRun: rev(runs, a.runs["alice"]), bobRun: rev(runs, a.runs["bob"]), health: rev(health, broker.WriterHealthKey),
-		journalAlice: a.onSubject(subject.JournalStream, subject.Journal(a.runs["alice"])),
+		journalAlice: a.journalMark(a.runs["alice"]),
 		outputAlice:  a.onSubject(subject.OutputStream, subject.Output(subject.Shared, a.runs["alice"])),
 		peerAlice:    a.onSubject(subject.PeerStream, subject.Peer("alice", a.runs["alice"])),
 	}
@@ -219,13 +219,13 @@ func TestRedteamClosedRunJournalStaysIntact(t *testing.T) {
 		t.Fatalf("alice: %+v %v", r, err)
 	}
 	must(t, a.app.CloseWork(a.ctx(), a.runs["alice"], "done"))
-	closed := a.onSubject(subject.JournalStream, subject.Journal(a.runs["alice"]))
+	closed := a.journalMark(a.runs["alice"])
 	for i := 0; i < 3; i++ {
 		if r, err := bob.Output(a.ctx(), a.runs["alice"], "ok", "after close"); codeOf(err) != broker.CodeNotRunAgent || r.Decision.Recorded {
 			t.Fatalf("bob on alice's closed run: %+v %v", r, err)
 		}
 	}
-	if n := a.onSubject(subject.JournalStream, subject.Journal(a.runs["alice"])); n != closed {
+	if n := a.journalMark(a.runs["alice"]); n != closed {
 		t.Fatalf("alice's closed run gained %d journal events", n-closed)
 	}
 	a.s.stop(t)
