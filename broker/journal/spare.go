@@ -29,10 +29,12 @@ import (
 const spareTemp = "ahead.tmp"
 
 // prepareSpare starts writing a spare ahead unless one is being written,
-// one of the size the next segment will need is there, or Close began.
-// Called under w.mu.
+// one of the size the next segment will need is there, Close began, the
+// writer failed, or the segment just started found no room to be written
+// ahead (a nearly full disk: a spare would take what room is left from
+// the log's own records). Called under w.mu.
 func (w *Writer) prepareSpare() {
-	if w.preparing || w.noPrepare || w.closed {
+	if w.preparing || w.noPrepare || w.closed || w.failed != nil || (w.wal != nil && w.wal.cap == 0) {
 		return
 	}
 	size := w.segSize
