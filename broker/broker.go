@@ -112,7 +112,8 @@ type Broker struct {
 	approvals  Approvals
 	requests   *RequestIDs
 	identities Identities
-	later      inflight // outcomes being recorded after their reply (record.go)
+	later      inflight     // outcomes being recorded after their reply (record.go)
+	floods     refusalFlood // budgets of caller refusals' records (refusalflood.go)
 }
 
 // New returns a broker deciding under p. Sinks are looked up by Name.

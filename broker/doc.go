@@ -95,7 +95,10 @@
 //	                   admit refuses (run-of-another-agent, recorded in that run)
 //	                   unless the caller is the identity the run was opened for
 //	                   (RunAgent; a sub-run's is its delegate). A run id alone
-//	                   grants nothing.
+//	                   grants nothing. A run opened before the last removal of
+//	                   its agent's name was the removed agent's: a new agent of
+//	                   the name is refused there the same way, and peer messages
+//	                   sent to the name before are discarded, not handed to it.
 //	acting_for, tenant, person, mandate, scopes, agent, input
 //	                   refused by name (FORBIDDEN_FIELD); they come from the run record
 //	origin             Gatehouse's: model for agent credentials unless the deployment
@@ -128,7 +131,10 @@
 //	                    not authority; credential: the person's, looked up after
 //	                    the decision from the run record
 //	  process, code     the program as resolved on the host (path, configured
-//	                    program); confined: the sandbox's self-test, never a field
+//	                    program); confined: the sandbox's self-test, never a field;
+//	                    integration: a stored entry, run as registry code or as
+//	                    the origin of the work that stored it, whichever is
+//	                    trusted less (a model's stored code stays model code)
 //	  workspace, artifact, memory
 //	                    path, key, visibility: the target decided; tenant and
 //	                    person (which namespace) from the run record
@@ -164,7 +170,9 @@
 // .tools.wait, tools.go) decide and record nothing; their run must be the
 // caller's own (RunAgent, else NOT_RUN_AGENT, not recorded since nothing
 // was proposed), and a wait names an approval id that must belong to that
-// run (else APPROVAL_NOT_FOUND, whether or not it exists elsewhere).
+// run (else APPROVAL_NOT_FOUND, whether or not it exists elsewhere). Each
+// agent identity has at most four waits waiting on a broker, each at most
+// MaxApprovalWait; past that TOO_MANY_WAITS, counted, not recorded.
 //
 // For applications the same holds: who opens and closes work is the
 // subject's application identity. What an application's requests carry is
@@ -192,6 +200,9 @@
 //     off they are refused and not recorded; in a closed run too, whose
 //     journal ends at run.close (verify reports any event after it as
 //     tampering, which anyone knowing the run id could otherwise cause).
+//     Repeated ones of a kind are recorded within a budget and the rest
+//     counted in a summarising record (refusalflood.go), so knowing a run
+//     id does not let anyone grow its journal without bound.
 //   - A run opened without an agent accepts only the shared agent
 //     credential; a named agent acts only on runs opened for it.
 //   - A request dropped for its reply subject is not decided: deciding and

@@ -25,6 +25,8 @@ type Metrics struct {
 	// replies counts requests dropped because their reply subject was
 	// outside the requester's inbox (Service).
 	replies *prometheus.CounterVec
+	// limits count what the per-agent bounds refused (limits_metrics.go).
+	limits limitMetrics
 }
 
 // NewMetrics creates the broker's collectors and registers them with reg.
@@ -55,6 +57,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	}, []string{"class"})
 	m.approvals = newApprovalsGauge()
 	reg.MustRegister(m.decisions, m.effects, m.record, m.recordErr, m.approvals, m.replies)
+	m.limits = newLimitMetrics(reg)
 	return m
 }
 

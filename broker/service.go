@@ -41,9 +41,12 @@ type Service struct {
 	sem    chan struct{}
 	// waiters bounds each agent's waiting PeerNext requests; waits ends
 	// their waiting when the service closes.
-	waiters     peerWaiters
-	waits       context.Context
-	cancelWaits context.CancelFunc
+	waiters peerWaiters
+	// approvalWaits bounds each agent's waiting tools.wait requests
+	// (maxApprovalWaiters); tools.go.
+	approvalWaits peerWaiters
+	waits         context.Context
+	cancelWaits   context.CancelFunc
 }
 
 // ServiceConfig configures Serve. Zero values are useful.
@@ -63,7 +66,7 @@ func Serve(nc *nats.Conn, b *Broker, cfg ServiceConfig) (*Service, error) {
 		cfg.MaxInFlight = 1024
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	s := &Service{b: b, ctx: ctx, cancel: cancel, sem: make(chan struct{}, cfg.MaxInFlight)}
+	s := &Service{b: b, ctx: ctx, cancel: cancel, sem: make(chan struct{}, cfg.MaxInFlight), approvalWaits: peerWaiters{max: maxApprovalWaiters}}
 	s.waits, s.cancelWaits = context.WithCancel(ctx)
 	svc, err := micro.AddService(nc, micro.Config{
 		Name:        subject.ServiceName,

@@ -25,7 +25,12 @@ against each other before anything is served:
     declares;
   - every approvals and scopes rule about provider calls fits a declared
     operation, and every provider, integration and host a rule names is in
-    the catalogue.
+    the catalogue;
+  - every effects target about provider calls can match one (a target is
+    host and path as sent, the base_url's path included).
+
+Notes (a grounding rule that leaves other_fields at allow) are printed
+too, and do not fail the check.
 
 Each problem is printed with its file, rule and what to write instead.
 --grounding needs --providers, as serve does; with --mcp-servers, grounding
@@ -56,7 +61,10 @@ type checkReport struct {
 	Files    []string       `json:"files"` // "providers.yaml: 1 provider, 2 integrations"
 	Grounds  []checkGrounds `json:"grounds,omitempty"`
 	Problems []checkProblem `json:"problems"`
-	OK       bool           `json:"ok"`
+	// Notes are what loads but is likely a mistake (a grounding rule that
+	// leaves other_fields at allow); they do not make the check fail.
+	Notes []checkProblem `json:"notes,omitempty"`
+	OK    bool           `json:"ok"`
 }
 
 func cmdPolicyCheck(_ context.Context, env *cliEnv, args []string) error {
@@ -174,6 +182,9 @@ func checkGroundingFile(rep *checkReport, file string, cat grounding.Catalogue, 
 		return
 	}
 	rep.Files = append(rep.Files, fmt.Sprintf("%s: %s", file, plural(len(resolved.Resolved()), "rule")))
+	for _, p := range resolved.Advice() {
+		rep.Notes = append(rep.Notes, checkProblem{File: file, Rule: fmt.Sprintf("rule[%d] %q", p.Index, p.Rule), Part: p.Part, Problem: p.Problem, Fix: p.Fix})
+	}
 	for _, r := range resolved.Resolved() {
 		g := checkGrounds{Rule: r.Rule, Operations: []string{}}
 		for _, op := range r.Operations {
@@ -226,22 +237,29 @@ func printPolicyCheck(w io.Writer, rep *checkReport) {
 	for _, g := range rep.Grounds {
 		fmt.Fprintf(w, "  grounding rule %q grounds %s\n", g.Rule, strings.Join(g.Operations, "; "))
 	}
+	for _, p := range rep.Notes {
+		printProblem(w, "note: ", p)
+	}
 	if rep.OK {
 		fmt.Fprintln(w, "ok: no problems")
 		return
 	}
 	for _, p := range rep.Problems {
-		where := p.File
-		if p.Rule != "" {
-			where += ": " + p.Rule
-		}
-		if p.Part != "" {
-			where += " " + p.Part
-		}
-		fmt.Fprintf(w, "%s: %s\n", where, p.Problem)
-		if p.Fix != "" {
-			fmt.Fprintf(w, "  fix: %s\n", p.Fix)
-		}
+		printProblem(w, "", p)
 	}
 	fmt.Fprintln(w, plural(len(rep.Problems), "problem"))
+}
+
+func printProblem(w io.Writer, prefix string, p checkProblem) {
+	where := p.File
+	if p.Rule != "" {
+		where += ": " + p.Rule
+	}
+	if p.Part != "" {
+		where += " " + p.Part
+	}
+	fmt.Fprintf(w, "%s%s: %s\n", prefix, where, p.Problem)
+	if p.Fix != "" {
+		fmt.Fprintf(w, "  fix: %s\n", p.Fix)
+	}
 }

@@ -86,6 +86,7 @@ type serveConfig struct {
 	integrity     integrityFlags
 	dashboard     dashboardFlags // dashboard_serve.go
 	mcp           mcpFlags       // mcpserve.go
+	streams       streamFlags    // streamflags.go
 
 	journalCapture     string
 	journalContentDays int
@@ -122,6 +123,7 @@ func serveFlags(env *cliEnv, c *serveConfig) *flagSet {
 	c.integrity.register(fs)
 	c.dashboard.register(fs)
 	c.mcp.register(fs)
+	c.streams.register(fs)
 	fs.stringVar(&c.journalCapture, "journal-capture", envOr(env, "JOURNAL_CAPTURE", "full"), "what is kept of what decisions depended on, beside the journal in DATA_DIR/content: full (replayable), digests (verifiable only) or off (also $JOURNAL_CAPTURE)")
 	fs.stringVar(&c.contentStore, "content-store", "dir", "where captured content is kept: dir (DATA_DIR/content, this host only) or objectstore (the NATS Object Store bucket gatehouse_content, shared by every broker of a cluster)")
 	fs.stringVar(&c.journalDurability, "journal-durability", durabilityAuto, durabilityUsage)
@@ -489,11 +491,15 @@ func detectSandbox(ctx context.Context, c *serveConfig, log *slog.Logger) *sandb
 // flags name. On error the sinks opened so far are in the set, to close.
 func openSinks(ctx context.Context, js jetstream.JetStream, c *serveConfig, sb *sandbox.Sandbox, log *slog.Logger) (*sinkSet, error) {
 	s := &sinkSet{}
-	out, err := output.New(ctx, js, c.replicas)
+	peerLim, outLim, err := c.streams.limits()
 	if err != nil {
 		return s, err
 	}
-	peers, err := peer.New(ctx, js, c.replicas)
+	out, err := output.NewWithLimits(ctx, js, c.replicas, outLim)
+	if err != nil {
+		return s, err
+	}
+	peers, err := peer.NewWithLimits(ctx, js, c.replicas, peerLim)
 	if err != nil {
 		return s, err
 	}
@@ -616,7 +622,7 @@ func openProvider(ctx context.Context, js jetstream.JetStream, c *serveConfig, g
 		if cfg.ToolServers, err = toolServerNames(c.mcp.servers); err != nil {
 			return nil, fmt.Errorf("--mcp-servers: %w", err)
 		}
-		rules, err := provider.LoadGrounding(c.grounding, cat.WithToolServers(cfg.ToolServers...))
+		rules, err := loadGrounding(c.grounding, cat.WithToolServers(cfg.ToolServers...)) // rulesfiles.go
 		if err != nil {
 			log.Error("grounding rules could not be read: every provider call is refused until they are fixed", "file", c.grounding, "err", err)
 			rules = grounding.Unreadable(c.grounding, err)
@@ -668,7 +674,7 @@ func loadPolicy(path string) (*policy.Policy, error) {
 	if path == "" {
 		return policy.Default(), nil
 	}
-	p, err := policy.Load(path)
+	p, err := loadPolicyFile(path) // rulesfiles.go
 	if err != nil {
 		return policy.Unreadable(path, err), err
 	}
