@@ -103,6 +103,9 @@ type Writer struct {
 	walNext   uint64          // number of the next segment
 	segSize   int64           // size of the next segment written ahead
 	walBuf    []byte
+	preparing bool            // a spare segment is being written ahead in the background (spare.go)
+	noPrepare bool            // Close began: no more
+	prepared  sync.WaitGroup  // the goroutine writing a spare ahead
 	dirty     map[string]bool // runs written since the last sync
 	headDirty bool
 	newFiles  bool // a run file was created since the last sync
@@ -773,6 +776,7 @@ type dirtySet struct {
 	head     bool
 	newFiles bool
 	segments []sealedSegment // log segments it then recycles
+	segSize  int64           // the size segments have grown to: smaller ones are not kept
 }
 
 // takeDirty hands over what was written since the last sync and seals the
@@ -785,7 +789,7 @@ func (w *Writer) takeDirty() dirtySet {
 	if w.wal != nil && w.wal.size > 0 {
 		w.sealCurrent()
 	}
-	d := dirtySet{head: w.headDirty, newFiles: w.newFiles}
+	d := dirtySet{head: w.headDirty, newFiles: w.newFiles, segSize: w.segSize}
 	var keep []sealedSegment
 	for _, sg := range w.walSealed {
 		if sg.seg != nil && sg.seg.pending > 0 {
@@ -865,7 +869,7 @@ func (w *Writer) syncFiles(d dirtySet) error {
 		}
 	}
 	for _, s := range d.segments {
-		if err := w.recycle(s); err != nil {
+		if err := w.recycle(s, d.segSize); err != nil {
 			return fmt.Errorf("log: %w", err)
 		}
 	}
@@ -905,9 +909,11 @@ func (w *Writer) Close() error {
 		w.mu.Unlock()
 		return nil
 	}
+	w.noPrepare = true
 	w.mu.Unlock()
 	close(w.stop)
 	w.wg.Wait()
+	w.prepared.Wait() // before the spares are dropped
 	w.mu.Lock()
 	last := w.lastStaged
 	w.mu.Unlock()
