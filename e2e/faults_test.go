@@ -434,7 +434,15 @@ func smallTmpfs(t *testing.T) string {
 // returns its path; removing it frees the space again.
 func fillDisk(t *testing.T, dir string) string {
 	t.Helper()
-	filler := filepath.Join(dir, "filler")
+	return fillDiskAs(t, dir, "filler")
+}
+
+// fillDiskAs writes the file name in dir until the disk is full and
+// returns its path. Called again with another name it takes whatever room
+// was freed since (a writer dropping the spare segments it had made).
+func fillDiskAs(t *testing.T, dir, name string) string {
+	t.Helper()
+	filler := filepath.Join(dir, name)
 	f, err := os.Create(filler)
 	if err != nil {
 		t.Fatal(err)

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -46,12 +47,17 @@ func TestServeFullDisk(t *testing.T) {
 		t.Fatalf("output before the disk filled: exit %d %+v", code, rep.Error)
 	}
 
-	filler := fillDisk(t, mnt)
+	fillers := []string{fillDisk(t, mnt)}
 
 	// Effects go on until the writer fails on their records; from then on
-	// strict mode refuses.
+	// strict mode refuses. The disk is kept full: a writer that fails
+	// drops its spare log segments, and their room would let effects go
+	// on for as long as it lasts.
 	deadline := time.Now().Add(60 * time.Second)
 	for i := 1; ; i++ {
+		if i > 1 {
+			fillers = append(fillers, fillDiskAs(t, mnt, fmt.Sprintf("filler-%d", i)))
+		}
 		rep, code := output(i)
 		if rep.Error != nil && rep.Error.Code == broker.CodeJournal {
 			// The writer may fail between the decision and the attempt:
@@ -76,8 +82,10 @@ func TestServeFullDisk(t *testing.T) {
 		t.Fatalf("status with the disk full: exit %d\n%s%s", st.code, st.stdout, st.stderr)
 	}
 
-	if err := os.Remove(filler); err != nil {
-		t.Fatal(err)
+	for _, f := range fillers {
+		if err := os.Remove(f); err != nil {
+			t.Fatal(err)
+		}
 	}
 	deadline = time.Now().Add(60 * time.Second)
 	for i := 1000; ; i++ {
