@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/gatehouse/gatehouse/broker/journal"
+	"github.com/gatehouse/gatehouse/broker/journal/canon"
 	"github.com/gatehouse/gatehouse/broker/subject"
 	"github.com/gatehouse/gatehouse/policy"
 )
@@ -44,6 +45,9 @@ type Proposal struct {
 	// Citations are the records a grounding check relied on (provider
 	// calls); they are recorded with the decision.
 	Citations []journal.Citation
+	// Contract is a code effect's program contract, recorded with the
+	// decision.
+	Contract *journal.ProgramContract
 	// State is the sink's own decoded request, handed back to Perform.
 	State any
 }
@@ -108,6 +112,7 @@ type Broker struct {
 	approvals  Approvals
 	requests   *RequestIDs
 	identities Identities
+	later      inflight // outcomes being recorded after their reply (record.go)
 }
 
 // New returns a broker deciding under p. Sinks are looked up by Name.
@@ -301,7 +306,7 @@ func (b *Broker) propose(ctx context.Context, from Caller, sinkName policy.Sink,
 	if err := b.checkLineage(ctx, run); err != nil {
 		return errorReply(req.Run, err)
 	}
-	if rep := b.claimRequest(ctx, slot, run.ID, req); rep != nil {
+	if rep := b.claimRequest(ctx, slot, run.ID, sinkName, req); rep != nil {
 		return rep // decided before (or being decided) under its request_id
 	}
 	prop, err := sink.Describe(ctx, run, req)
@@ -340,38 +345,29 @@ func (b *Broker) propose(ctx context.Context, from Caller, sinkName policy.Sink,
 		reply.Decision, reply.Error = nil, errorBody(err)
 		return reply
 	}
-	if err := b.step(ctx, run.ID, journal.TypeDecision, effectID, dd); err != nil {
-		if b.mode == policy.ModeStrict {
-			b.log.Error("decision not recorded; refusing", "run", run.ID, "effect", effectID, "err", err)
-			reply.Decision = &DecisionBody{Outcome: journal.OutcomeRefused, Mode: b.mode, Enforced: true,
-				Rule: "journal", Reasons: []policy.Reason{{Rule: "journal", Enforced: true,
-					Detail: "strict mode refuses an effect whose decision cannot be recorded"}}}
-			reply.Error = errorBody(err)
-			return reply
-		}
-		b.log.Error("decision not recorded; report mode lets the effect through", "run", run.ID, "effect", effectID, "err", err)
-	} else {
-		reply.Decision.Recorded = b.mode != policy.ModeOff
+	claim := g != nil && g.claim
+	// An allowed effect not waiting on an approval claim: its decision and
+	// attempt are one record. Otherwise the decision alone comes first.
+	var attempt *journal.Attempt
+	if d.Verdict == policy.VerdictAllow && !claim {
+		attempt = &journal.Attempt{Sink: sinkName, Action: req.Action}
+	}
+	if !b.recordDecision(ctx, reply, run.ID, effectID, dd, attempt) {
+		return reply
 	}
 	if d.Verdict != policy.VerdictAllow {
 		return reply
 	}
-	if g != nil && g.claim {
+	if claim {
 		// At most once: only the broker that claims the approval performs.
 		if err := b.claimApproval(ctx, g, effectID); err != nil {
 			reply.Error = errorBody(err)
 			return reply
 		}
 		ctx = ContextWithApproval(ctx, g.id)
-	}
-
-	if err := b.step(ctx, run.ID, journal.TypeAttempt, effectID, journal.Attempt{Sink: sinkName, Action: req.Action}); err != nil {
-		if b.mode == policy.ModeStrict {
-			b.log.Error("attempt not recorded; not performing", "run", run.ID, "effect", effectID, "err", err)
-			reply.Error = errorBody(err)
+		if !b.recordAttempt(ctx, reply, run.ID, effectID, journal.Attempt{Sink: sinkName, Action: req.Action}) {
 			return reply
 		}
-		b.log.Error("attempt not recorded; report mode performs anyway", "run", run.ID, "effect", effectID, "err", err)
 	}
 
 	done, perr := sink.Perform(ctx, run, req, prop)
@@ -383,12 +379,10 @@ func (b *Broker) propose(ctx context.Context, from Caller, sinkName policy.Sink,
 	reply.Outcome = &done.Result
 	reply.Result = done.Reply
 
-	if err := b.step(ctx, run.ID, journal.TypeOutcome, effectID, done.Result); err != nil {
-		// The effect happened; the journal shows its attempt with no
-		// outcome after it, and the log says why.
-		b.log.Error("outcome not recorded", "run", run.ID, "effect", effectID, "err", err)
-	}
-	if g != nil && g.claim {
+	// The outcome is pipelined (the reply does not wait for it), except
+	// under an approval, whose settle must follow it.
+	b.recordOutcome(ctx, run.ID, effectID, done.Result, claim)
+	if claim {
 		b.settleApproval(ctx, g, effectID, done.Result.Status)
 	}
 	return reply
@@ -415,7 +409,7 @@ func (b *Broker) record(ctx context.Context, ev *journal.Event) error {
 }
 
 func (b *Broker) event(run string, typ journal.Type, effect string, data any) (*journal.Event, error) {
-	raw, err := json.Marshal(data)
+	raw, err := canon.Marshal(data) // canonical already: the writer hashes it as it is
 	if err != nil {
 		return nil, fmt.Errorf("encode %s: %w", typ, err)
 	}
@@ -430,7 +424,7 @@ func decisionData(run *Run, pol *policy.Policy, p *Proposal, d policy.Decision) 
 		PolicyDigest: pol.Digest(), Mode: d.Mode,
 		Sink: e.Sink, Action: e.Action, Origin: e.Origin, Tool: e.Tool, Target: e.Target, Confined: e.Confined,
 		Provider: e.Provider, Method: e.Method, Host: e.Host, Path: e.Path, PageHost: e.PageHost, Atom: e.Atom, Declared: e.Declared, Verified: d.Verified,
-		Size: p.Size, Digest: p.Digest, Citations: p.Citations,
+		Size: p.Size, Digest: p.Digest, Citations: p.Citations, Contract: p.Contract,
 		Outcome: outcomeOf(d.Verdict), Refusal: d.Refusal, Rule: d.Rule, Enforced: d.Enforced, Allowed: d.Allowed, Reasons: d.Reasons,
 	}
 }

@@ -53,6 +53,11 @@ func ctxT(t *testing.T) context.Context {
 func (w *world) journalEvents(t *testing.T, run string) []journal.Event {
 	t.Helper()
 	ctx := ctxT(t)
+	if w.b != nil {
+		if err := w.b.Flush(ctx); err != nil { // outcomes are recorded after their replies
+			t.Fatal(err)
+		}
+	}
 	cons, err := w.js.OrderedConsumer(ctx, subject.JournalStream, jetstream.OrderedConsumerConfig{FilterSubjects: []string{subject.Journal(run)}})
 	if err != nil {
 		t.Fatal(err)
@@ -66,11 +71,11 @@ func (w *world) journalEvents(t *testing.T, run string) []journal.Event {
 		n := 0
 		for m := range batch.Messages() {
 			n++
-			var e journal.Event
-			if err := json.Unmarshal(m.Data(), &e); err != nil {
+			es, err := journal.DecodeMessage(m.Subject(), m.Data())
+			if err != nil {
 				t.Fatal(err)
 			}
-			evs = append(evs, e)
+			evs = append(evs, es...)
 		}
 		if n == 0 {
 			return evs

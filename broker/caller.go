@@ -165,7 +165,8 @@ func originOrUnset(o policy.Origin) string {
 // refuseCaller records a refusal of the caller as a policy.decision of
 // rule journal.RuleIdentity in run's journal and returns the reply: the
 // refused decision, and err as its error code. Like every decision it is
-// recorded before the reply (in mode off nothing is recorded).
+// recorded before the reply (in mode off nothing is recorded, nor in a
+// closed run, whose journal ends at run.close).
 func (b *Broker) refuseCaller(ctx context.Context, sinkName policy.Sink, run *Run, req *EffectRequest, origin policy.Origin,
 	refusal policy.Refusal, sentinel error, detail string) *EffectReply {
 	now := b.now()
@@ -182,6 +183,13 @@ func (b *Broker) refuseCaller(ctx context.Context, sinkName policy.Sink, run *Ru
 		PolicyDigest: b.policy.Load().Digest(), Mode: b.mode, Sink: sinkName, Action: req.Action, Origin: origin,
 		Outcome: journal.OutcomeRefused, Refusal: refusal, Rule: journal.RuleIdentity, Enforced: true,
 		Reasons: []policy.Reason{reason},
+	}
+	if run.Closed {
+		// Nothing enters a closed run's journal: an event after run.close
+		// is what verify reports as tampering, and anyone who learned the
+		// run's id could otherwise make the journal fail verification.
+		// The refusal is answered and logged.
+		return reply
 	}
 	if err := b.step(ctx, run.ID, journal.TypeDecision, effectID, dd); err != nil {
 		b.log.Error("caller refusal not recorded", "run", run.ID, "effect", effectID, "err", err)

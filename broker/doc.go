@@ -16,9 +16,18 @@
 //	  lineage, request id   a closed work refuses; a request_id is decided at most once per run
 //	  Sink.Describe         the effect exactly as it will be carried out
 //	  policy.Decide         mandate and scopes, agent card, built-in and deployment rules
-//	  record decision       JetStream ack before anything happens (strict: no ack, no effect)
-//	  record attempt, Sink.Perform, record outcome
-//	reply                   only to the requester's own inbox
+//	  record decision       with the attempt, as one record, durable before anything happens
+//	                        (strict: not durable, no effect; record.go)
+//	  Sink.Perform
+//	reply                   only to the requester's own inbox; the outcome is recorded behind it
+//
+// Durable means what the Journal given to New says: a Committed journal
+// returns once the record is fsynced in the journal of the writer in this
+// process (group-committed with every effect recorded at that moment: the
+// single-node shape); a Recorder once the journal stream acknowledged it
+// (a quorum of its replicas on a cluster). Run records come from a cache
+// a watch on the runs bucket keeps fresh (runswatch.go), so the lookup and
+// the lineage checks cost no round trip.
 //
 // Propose is also called in process by sinks that propose on Gatehouse's
 // behalf (Internal): the code sink's gateway for a sandboxed program's
@@ -65,6 +74,15 @@
 // answers a request. A reply aimed at a stream, a bucket or another run's
 // subject is therefore refused by the server even if the check failed.
 //
+// The broker is not the only thing on NATS that answers: JetStream answers
+// every API request, fetch and acknowledgement, and NATS micro every
+// discovery request, on the reply subject the requester named, with rights
+// of their own, and the server never checks a reply subject. So no agent
+// or application credential may publish any $JS or $SRV subject
+// (embedded.Permissions): an agent reads its peer messages through the
+// broker (PeerNextRequest on subject.PeerNext, served from the sink's
+// PeerQueue, answered like any reply), and discovery is the operator's.
+//
 // # Where each fact of a request comes from
 //
 // None of the facts a decision depends on is taken from what an agent
@@ -94,7 +112,9 @@
 //	                   the sink's operation, is described and decided as such
 //	request_id         the agent's idempotency key, scoped to the run (so to the
 //	                   run's own agent, since admit runs first: no identity can claim
-//	                   or poison another run's request ids)
+//	                   or poison another run's request ids) and bound to the sink
+//	                   and the admitted request: the same id with other bytes or
+//	                   for another sink is REQUEST_ID_REUSED, never a replay
 //	params             the sink's arguments, decoded strictly by the sink, which
 //	                   builds the Effect from what will actually happen:
 //	  provider          method, host, path, body values: the canonical request the
@@ -128,6 +148,18 @@
 //	                    whole (approvals bind them, grounding checks them);
 //	                    credential: the person's, after the decision
 //
+// Origin is the identity's in a sub-run too: a model agent may delegate to
+// an agent the deployment declared shipped (cards' allowed_delegations
+// limit to whom; empty is anyone), and that agent then proposes as shipped
+// on a task the model wrote. Declare an origin only for an agent that does
+// not act on what its peers' messages ask, or list the recipients each
+// model agent may delegate to.
+//
+// An agent's peer.next (PeerNextRequest: wait_ms alone) names nothing: the
+// queue read is the subject's identity's own (a named agent; the shared
+// credential has none, NOT_RUN_AGENT), and a message's sender and run are
+// the sending run's record.
+//
 // The agent's tools requests (gatehouse.v1.agent.<id>.tools.list and
 // .tools.wait, tools.go) decide and record nothing; their run must be the
 // caller's own (RunAgent, else NOT_RUN_AGENT, not recorded since nothing
@@ -135,7 +167,15 @@
 // run (else APPROVAL_NOT_FOUND, whether or not it exists elsewhere).
 //
 // For applications the same holds: who opens and closes work is the
-// subject's application identity. A run records it (Run.App): only that
+// subject's application identity. What an application's requests carry is
+// its word, which is the point of an application: OpenWork's tenant,
+// person, mandate, scopes, input and agent (a name, checked only for form:
+// work may be opened for an agent not yet registered, and whoever is later
+// registered under that name acts in it), bounded only by the tenants the
+// register binds it to; CloseWork's run must be one it opened; approval
+// list, get and decide (unbound applications only) read across tenants,
+// and a decision takes effect only as an assertion signed with the
+// deployment's approval key. A run records it (Run.App): only that
 // application may close the run (NOT_RUN_APPLICATION) and read its outputs
 // (its own output subjects); an application the register binds to tenants
 // opens work only for them (TENANT_NOT_ALLOWED) and may not use the
@@ -149,7 +189,9 @@
 //     what policy would refuse, and these are not policy. They are recorded
 //     as a policy.decision of rule journal.RuleIdentity against the run the
 //     request named, with no request content (nothing to replay). In mode
-//     off they are refused and not recorded.
+//     off they are refused and not recorded; in a closed run too, whose
+//     journal ends at run.close (verify reports any event after it as
+//     tampering, which anyone knowing the run id could otherwise cause).
 //   - A run opened without an agent accepts only the shared agent
 //     credential; a named agent acts only on runs opened for it.
 //   - A request dropped for its reply subject is not decided: deciding and

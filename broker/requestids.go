@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/gatehouse/gatehouse/policy"
 )
 
 // RequestsBucket is the JetStream KV bucket holding, for each effect
@@ -114,9 +116,14 @@ type requestClaim struct {
 }
 
 // claim claims req's id, or returns the reply to answer with instead:
-// the recorded one, or an error reply.
-func (r *RequestIDs) claim(ctx context.Context, run string, req *EffectRequest) (*requestClaim, *EffectReply) {
-	canon, _ := json.Marshal(req)
+// the recorded one, or an error reply. The digest that tells a reuse apart
+// covers the sink as well as the request (after admit: the established
+// origin), so the same bytes proposed to another sink are a reuse.
+func (r *RequestIDs) claim(ctx context.Context, run string, sink policy.Sink, req *EffectRequest) (*requestClaim, *EffectReply) {
+	canon, _ := json.Marshal(struct {
+		Sink policy.Sink `json:"sink"`
+		*EffectRequest
+	}{sink, req})
 	sum := sha256.Sum256(canon)
 	c := &requestClaim{ids: r, key: run + "." + req.RequestID, digest: "sha256:" + hex.EncodeToString(sum[:]), state: requestClaimed}
 	claimed, _ := json.Marshal(requestEntry{State: requestClaimed, Digest: c.digest})
@@ -227,11 +234,11 @@ type requestSlot struct{ claim *requestClaim }
 
 // claimRequest claims req's id into slot when it has one and this broker
 // keeps ids; a non-nil reply is the answer instead of deciding.
-func (b *Broker) claimRequest(ctx context.Context, slot *requestSlot, run string, req *EffectRequest) *EffectReply {
+func (b *Broker) claimRequest(ctx context.Context, slot *requestSlot, run string, sink policy.Sink, req *EffectRequest) *EffectReply {
 	if req.RequestID == "" || b.requests == nil {
 		return nil
 	}
-	c, rep := b.requests.claim(ctx, run, req)
+	c, rep := b.requests.claim(ctx, run, sink, req)
 	slot.claim = c
 	return rep
 }

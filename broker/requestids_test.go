@@ -118,9 +118,10 @@ func TestRequestIDDecidedOnce(t *testing.T) {
 	}
 }
 
-// claimAs writes the entry a broker leaves when it dies holding req in
-// state, as RequestIDs does (the digest of the decoded request as admitted:
-// with the origin Gatehouse established for the shared agent).
+// claimAs writes the entry a broker leaves when it dies holding req (an
+// output request) in state, as RequestIDs does (the digest of the sink and
+// the decoded request as admitted: with the origin Gatehouse established
+// for the shared agent).
 func claimAs(t *testing.T, w *world, req []byte, state string) {
 	t.Helper()
 	r, err := broker.DecodeEffectRequest(req)
@@ -128,7 +129,10 @@ func claimAs(t *testing.T, w *world, req []byte, state string) {
 		t.Fatal(err)
 	}
 	r.Origin = policy.OriginModel
-	canon, _ := json.Marshal(r)
+	canon, _ := json.Marshal(struct {
+		Sink policy.Sink `json:"sink"`
+		*broker.EffectRequest
+	}{policy.SinkOutput, r})
 	sum := sha256.Sum256(canon)
 	kv, err := w.js.KeyValue(ctxT(t), broker.RequestsBucket)
 	if err != nil {

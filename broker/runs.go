@@ -6,10 +6,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"time"
 
-	"github.com/jellydator/ttlcache/v3"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/oklog/ulid/v2"
 
@@ -80,10 +80,11 @@ func ValidRunID(s string) bool {
 const runCacheTTL = 5 * time.Second
 
 // KVRuns keeps run records in a JetStream KV bucket, shared by every broker,
-// with a small in-process cache in front. Safe for concurrent use.
+// with an in-process cache in front that a watch on the bucket keeps fresh
+// (runswatch.go). Safe for concurrent use; Stop ends the watch.
 type KVRuns struct {
 	kv    jetstream.KeyValue
-	cache *ttlcache.Cache[string, *Run]
+	cache *runCache
 }
 
 // OpenKVRuns creates or binds the runs bucket with the given replicas.
@@ -101,8 +102,9 @@ func OpenKVRuns(ctx context.Context, js jetstream.JetStream, replicas int) (*KVR
 	if err != nil {
 		return nil, fmt.Errorf("%w: runs bucket: %v", ErrRunStore, err)
 	}
-	c := ttlcache.New(ttlcache.WithTTL[string, *Run](runCacheTTL), ttlcache.WithCapacity[string, *Run](100_000))
-	return &KVRuns{kv: kv, cache: c}, nil
+	s := &KVRuns{kv: kv, cache: newRunCache()}
+	s.cache.watch(kv, slog.Default())
+	return s, nil
 }
 
 // Create stores a new run record; it fails if the id exists.
@@ -111,19 +113,21 @@ func (s *KVRuns) Create(ctx context.Context, r *Run) error {
 	if err != nil {
 		return err
 	}
-	if _, err := s.kv.Create(ctx, r.ID, b); err != nil {
+	rev, err := s.kv.Create(ctx, r.ID, b)
+	if err != nil {
 		return fmt.Errorf("%w: create run: %v", ErrRunStore, err)
 	}
-	s.cache.Set(r.ID, r, ttlcache.DefaultTTL)
+	s.cache.set(r, rev)
 	return nil
 }
 
-// Get returns the run record, or ErrUnknownRun. Records are cached for
-// runCacheTTL, so a close made through another broker is seen here within
-// that time.
+// Get returns the run record, or ErrUnknownRun. Records are cached and
+// kept fresh by the bucket's watch, so a close made through another broker
+// is seen here as soon as it arrives (within runCacheTTL when there is no
+// watch).
 func (s *KVRuns) Get(ctx context.Context, id string) (*Run, error) {
-	if it := s.cache.Get(id); it != nil {
-		return it.Value(), nil
+	if r := s.cache.get(id); r != nil {
+		return r, nil
 	}
 	e, err := s.kv.Get(ctx, id)
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
@@ -136,7 +140,7 @@ func (s *KVRuns) Get(ctx context.Context, id string) (*Run, error) {
 	if err := json.Unmarshal(e.Value(), &r); err != nil {
 		return nil, fmt.Errorf("%w: run %s record unreadable: %v", ErrRunStore, id, err)
 	}
-	s.cache.Set(id, &r, ttlcache.DefaultTTL)
+	s.cache.set(&r, e.Revision())
 	return &r, nil
 }
 
@@ -158,9 +162,10 @@ func (s *KVRuns) Close(ctx context.Context, id string) (*Run, error) {
 	}
 	r.Closed = true
 	b, _ := json.Marshal(&r)
-	if _, err := s.kv.Update(ctx, id, b, e.Revision()); err != nil {
+	rev, err := s.kv.Update(ctx, id, b, e.Revision())
+	if err != nil {
 		return nil, fmt.Errorf("%w: close run: %v", ErrRunStore, err)
 	}
-	s.cache.Delete(id)
+	s.cache.set(&r, rev)
 	return &r, nil
 }

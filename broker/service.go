@@ -39,6 +39,11 @@ type Service struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 	sem    chan struct{}
+	// waiters bounds each agent's waiting PeerNext requests; waits ends
+	// their waiting when the service closes.
+	waiters     peerWaiters
+	waits       context.Context
+	cancelWaits context.CancelFunc
 }
 
 // ServiceConfig configures Serve. Zero values are useful.
@@ -59,6 +64,7 @@ func Serve(nc *nats.Conn, b *Broker, cfg ServiceConfig) (*Service, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Service{b: b, ctx: ctx, cancel: cancel, sem: make(chan struct{}, cfg.MaxInFlight)}
+	s.waits, s.cancelWaits = context.WithCancel(ctx)
 	svc, err := micro.AddService(nc, micro.Config{
 		Name:        subject.ServiceName,
 		Version:     Version,
@@ -85,6 +91,11 @@ func Serve(nc *nats.Conn, b *Broker, cfg ServiceConfig) (*Service, error) {
 	if err := s.addTools(add); err != nil { // tools.go
 		return nil, s.fail(err)
 	}
+	if q := b.peerQueue(); q != nil {
+		if err := add("peer-next", subject.PeerNextEndpoint, subject.ClassAgent, s.peerNext(q)); err != nil {
+			return nil, s.fail(err)
+		}
+	}
 	for _, sink := range b.Sinks() {
 		sink := sink
 		if err := add("effect-"+string(sink), subject.EffectEndpoint(sink), subject.ClassAgent, func(ctx context.Context, from Caller, r micro.Request) {
@@ -103,6 +114,7 @@ func Serve(nc *nats.Conn, b *Broker, cfg ServiceConfig) (*Service, error) {
 
 func (s *Service) fail(err error) error {
 	_ = s.svc.Stop()
+	s.cancelWaits()
 	s.cancel()
 	return fmt.Errorf("register endpoint: %w", err)
 }
@@ -189,9 +201,11 @@ func (s *Service) close(ctx context.Context, from Caller, r micro.Request) {
 	respond(r, &CloseWorkReply{Run: c.Run})
 }
 
-// Close stops taking requests and waits for those in flight.
+// Close stops taking requests and waits for those in flight; a request
+// waiting for a peer message stops waiting and is answered with none.
 func (s *Service) Close() error {
 	err := s.svc.Stop()
+	s.cancelWaits()
 	s.wg.Wait()
 	s.cancel()
 	return err
@@ -221,6 +235,8 @@ func replyError(v any) *ErrorBody {
 	case *CloseWorkReply:
 		return v.Error
 	case *ApprovalReply:
+		return v.Error
+	case *PeerNextReply:
 		return v.Error
 	case *ToolsReply:
 		return v.Error

@@ -139,9 +139,15 @@ func (b *Broker) Tools(ctx context.Context, from Caller, runID string) ([]ToolIn
 			b.log.Error("action not offered: its schema cannot be made", "sink", a.Sink, "action", a.Name, "err", err)
 			continue
 		}
-		raw, err := json.Marshal(s)
-		if err != nil {
-			continue
+		// A schema someone else defined (an upstream MCP server's, as
+		// pinned) is offered exactly as they wrote it: parsed only to
+		// check it, since jsonschema.Schema rewrites what it reads ({}
+		// becomes true).
+		raw := a.InputSchema
+		if raw == nil {
+			if raw, err = json.Marshal(s); err != nil {
+				continue
+			}
 		}
 		out = append(out, ToolInfo{Sink: a.Sink, Action: a.Name, Tool: a.ToolName(), Title: a.Title,
 			Description: a.Description, InputSchema: raw, Mutates: a.Mutates, Class: a.Class,

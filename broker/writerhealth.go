@@ -81,7 +81,10 @@ type JournalGate struct {
 	wg     sync.WaitGroup
 }
 
-var _ Journal = (*JournalGate)(nil)
+var (
+	_ GroupJournal     = (*JournalGate)(nil)
+	_ PipelinedJournal = (*JournalGate)(nil)
+)
 
 // NewJournalGate wraps j and starts watching the writer's health.
 func NewJournalGate(ctx context.Context, js jetstream.JetStream, j Journal, replicas int, log *slog.Logger) (*JournalGate, error) {
@@ -138,14 +141,39 @@ func NewJournalGate(ctx context.Context, js jetstream.JetStream, j Journal, repl
 // errWriterFailing is wrapped in ErrJournal by Record.
 var errWriterFailing = errors.New("the journal writer reports it cannot write")
 
-// Record records e unless the writer reports it cannot write.
-func (g *JournalGate) Record(ctx context.Context, e *journal.Event) error {
+// refusing is the error while the writer reports it cannot write, else
+// nil. The reason (a path, an errno) is for operators: it is logged when
+// the state changes and shown by status, not sent to agents.
+func (g *JournalGate) refusing() error {
 	if h := g.state.Load(); h != nil && h.State == WriterFailing {
-		// The reason (a path, an errno) is for operators: it is logged
-		// when the state changes and shown by status, not sent to agents.
 		return fmt.Errorf("%w: %w (since %s)", ErrJournal, errWriterFailing, h.Since.UTC().Format(time.RFC3339))
 	}
+	return nil
+}
+
+// Record records e unless the writer reports it cannot write.
+func (g *JournalGate) Record(ctx context.Context, e *journal.Event) error {
+	if err := g.refusing(); err != nil {
+		return err
+	}
 	return g.j.Record(ctx, e)
+}
+
+// RecordGroup records events together unless the writer reports it
+// cannot write.
+func (g *JournalGate) RecordGroup(ctx context.Context, events ...*journal.Event) error {
+	if err := g.refusing(); err != nil {
+		return err
+	}
+	return recordGroup(ctx, g.j, events)
+}
+
+// RecordLater records e without waiting unless the writer reports it
+// cannot write. An outcome is of an effect that happened: it is handed
+// on even then, since it waits in the stream rather than piling up more
+// effects.
+func (g *JournalGate) RecordLater(e *journal.Event, done func(error)) {
+	recordLater(g.j, e, done)
 }
 
 // Healthy reports the writer's last known health (nil: none reported).
@@ -156,3 +184,45 @@ func (g *JournalGate) Close() {
 	g.cancel()
 	g.wg.Wait()
 }
+
+// ReadWriterHealth reads the writer's health from the leader of its
+// bucket's stream. A KV Get may be answered by any replica (direct get),
+// and a replica that has not yet applied the latest put answers the one
+// before: on a cluster, an operator asking right after the writer failed
+// could be told it is fine. ErrWriterHealthUnknown: no health recorded.
+func ReadWriterHealth(ctx context.Context, js jetstream.JetStream) (WriterHealth, error) {
+	req, _ := json.Marshal(map[string]string{"last_by_subj": "$KV." + WriterHealthBucket + "." + WriterHealthKey})
+	msg, err := js.Conn().RequestWithContext(ctx, "$JS.API.STREAM.MSG.GET.KV_"+WriterHealthBucket, req)
+	if err != nil {
+		return WriterHealth{}, fmt.Errorf("writer health: %w", err)
+	}
+	var resp struct {
+		Message *struct {
+			Data []byte `json:"data"`
+		} `json:"message"`
+		Error *struct {
+			Code        int    `json:"code"`
+			ErrCode     int    `json:"err_code"`
+			Description string `json:"description"`
+		} `json:"error"`
+	}
+	if err := json.Unmarshal(msg.Data, &resp); err != nil {
+		return WriterHealth{}, fmt.Errorf("writer health: %w", err)
+	}
+	switch {
+	case resp.Error != nil && (resp.Error.Code == 404 || resp.Error.ErrCode == int(jetstream.JSErrCodeMessageNotFound) || resp.Error.ErrCode == int(jetstream.JSErrCodeStreamNotFound)):
+		return WriterHealth{}, ErrWriterHealthUnknown
+	case resp.Error != nil:
+		return WriterHealth{}, fmt.Errorf("writer health: %s", resp.Error.Description)
+	case resp.Message == nil:
+		return WriterHealth{}, ErrWriterHealthUnknown
+	}
+	var h WriterHealth
+	if err := json.Unmarshal(resp.Message.Data, &h); err != nil {
+		return WriterHealth{}, fmt.Errorf("writer health: %w", err)
+	}
+	return h, nil
+}
+
+// ErrWriterHealthUnknown: no writer has recorded its health yet.
+var ErrWriterHealthUnknown = errors.New("no writer health recorded")

@@ -81,3 +81,31 @@ func TestJournalGateRefusesWhileTheWriterCannotWrite(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// TestReadWriterHealth: what the writer put last is what status reads
+// (from the bucket stream's leader), and no health at all is
+// ErrWriterHealthUnknown, not a healthy writer.
+func TestReadWriterHealth(t *testing.T) {
+	w := start(t, policy.ModeStrict, "")
+	ctx := ctxT(t)
+	if _, err := broker.ReadWriterHealth(ctx, w.js); !errors.Is(err, broker.ErrWriterHealthUnknown) {
+		t.Fatalf("no bucket: %v, want ErrWriterHealthUnknown", err)
+	}
+	kv, err := broker.OpenWriterHealth(ctx, w.js, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := broker.ReadWriterHealth(ctx, w.js); !errors.Is(err, broker.ErrWriterHealthUnknown) {
+		t.Fatalf("empty bucket: %v, want ErrWriterHealthUnknown", err)
+	}
+	since := time.Date(2026, 12, 1, 14, 42, 25, 0, time.UTC)
+	for _, h := range []broker.WriterHealth{{State: broker.WriterOK, Since: since}, {State: broker.WriterFailing, Reason: "no space left on device", Since: since.Add(time.Second)}} {
+		if err := broker.PutWriterHealth(ctx, kv, h); err != nil {
+			t.Fatal(err)
+		}
+		got, err := broker.ReadWriterHealth(ctx, w.js)
+		if err != nil || got.State != h.State || got.Reason != h.Reason || !got.Since.Equal(h.Since) {
+			t.Fatalf("read %+v %v, want %+v", got, err, h)
+		}
+	}
+}

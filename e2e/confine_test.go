@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -183,6 +184,9 @@ func (s *secrets) check(t *testing.T, got attackResult, servePID int, serveMarke
 	for p, sum := range s.files {
 		b, err := os.ReadFile(p)
 		fi, serr := os.Stat(p)
+		if errors.Is(err, fs.ErrNotExist) && strings.Contains(p, string(filepath.Separator)+filepath.Join("journal", "wal")+string(filepath.Separator)) {
+			continue // the writer drops its log's applied segments itself
+		}
 		if err != nil || serr != nil {
 			t.Errorf("%s: %v %v", p, err, serr)
 			continue

@@ -34,19 +34,26 @@ func buildUpstream(t *testing.T) string {
 // returns its endpoint.
 func startUpstreamHTTP(t *testing.T, binPath, calls string) string {
 	t.Helper()
-	cmd := exec.Command(binPath, "--http", "127.0.0.1:0", "--calls", calls)
+	return startEndpoint(t, exec.Command(binPath, "--http", "127.0.0.1:0", "--calls", calls))
+}
+
+// startEndpoint starts an upstream server that prints its endpoint on the
+// first line of its standard output, and returns that endpoint; the
+// server is killed when the test ends.
+func startEndpoint(t *testing.T, cmd *exec.Cmd) string {
+	t.Helper()
+	cmd.Stderr = os.Stderr
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd.Stderr = os.Stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
 	line, err := bufio.NewReader(out).ReadString('\n')
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("%s did not print its endpoint: %v", cmd.Path, err)
 	}
 	return strings.TrimSpace(line)
 }

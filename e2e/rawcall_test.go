@@ -62,7 +62,8 @@ var runtimeOwnFuncs = map[string]string{
 	module + "/cmd/gatehouse.editRegistry":            "the identity register's lock file, taken by 'gatehouse agents' and 'gatehouse apps'",
 	module + "/cmd/gatehouse.cmdIdentities":           "'gatehouse agents/apps remove' deleting the removed identity's credential",
 	module + "/broker.ProbeReplies":                   "the broker's start-up probe that its replies connection may not publish outside inbox spaces: an empty message the server refuses",
-	"(*" + module + "/broker.Recorder).Record":        "publishing journal events: the record itself",
+	"(*" + module + "/broker.Recorder).publish":       "publishing journal events: the record itself",
+	"(*" + module + "/broker.Recorder).RecordLater":   "publishing an effect's outcome event after its reply (pipelined): the record itself",
 	"(*" + module + "/broker.KVRuns).Create":          "the run registry: whom work is for, written when an application opens work",
 	"(*" + module + "/broker.KVRuns).Close":           "the run registry: an application closing work",
 	module + "/cmd/gatehouse.writeEndpoints":          "serve's endpoints file, so the CLI finds the server",
@@ -94,6 +95,8 @@ var runtimeOwnPackages = map[string]string{
 	module + "/e2e/deptest":                   "a test helper that runs go list for the dependency tests; imported by tests only",
 	module + "/sinks/sinktest":                "the test harness (starts redis-server, writes rules files); imported by tests only",
 	module + "/e2e/cluster":                   "the test harness for the scaled-out shape (builds and starts nats-server nodes); imported by tests only",
+	module + "/broker/content/contenttest":    "the content store's test harness (edits blobs to test tamper detection); imported by tests only",
+	module + "/broker/journal/crashfs":        "a recording filesystem for the journal's power-cut tests; imported by tests only",
 }
 
 // TestNoRawEffectOutsideASink walks the module's Go code, type-checked, and

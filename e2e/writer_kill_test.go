@@ -101,6 +101,17 @@ func TestWriterKilledMidBurst(t *testing.T) {
 			t.Fatal(err)
 		}
 		runIDs = append(runIDs, run)
+	}
+	// The burst starts once the writer is writing (every run.open on
+	// disk), so that it is still going when the writer is killed.
+	for countDecisions(t, jdir, runIDs)["events"] < agents {
+		if ctx.Err() != nil {
+			t.Fatal("the writer never wrote the runs' run.open")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	for a := 0; a < agents; a++ {
+		run := runIDs[a]
 		ag, err := client.Dial(ns.URL, client.Agent, embedded.CredsPath(filepath.Join(dir, "nats"), embedded.RoleAgent))
 		if err != nil {
 			t.Fatal(err)
@@ -123,7 +134,7 @@ func TestWriterKilledMidBurst(t *testing.T) {
 	}
 	// Kill the writer once a third of the burst has been answered and it
 	// has written some of it: mid-stream, with events on disk and in flight.
-	for replies.Load() < agents*perAgent/3 || countDecisions(t, jdir, runIDs)["events"] == 0 {
+	for replies.Load() < agents*perAgent/3 || countDecisions(t, jdir, runIDs)["events"] <= agents {
 		time.Sleep(time.Millisecond)
 	}
 	writtenAtKill := countDecisions(t, jdir, runIDs)["events"]

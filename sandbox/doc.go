@@ -67,8 +67,8 @@
 // real/effective/saved uid and gid switched, capset to nothing, each checked afterwards; the parent-death
 // signal is set again (a uid change clears it), and no_new_privs follows in every mode, so a setuid or
 // file-capability binary gains nothing. The helper sets umask 077 in every mode, so what a program creates
-// in the host's shared folders (/tmp, /dev/shm: a host command sees the host's) is not readable by the
-// next run's uid unless the program says so.
+// in the host's shared folders (/tmp, /dev/shm: a host command sees the host's) is not readable by another
+// run's uid unless the program says so.
 //
 // RunHost (the process sink) and the unconfined tier run the same way ("plain" mode): the helper is pid 1 of
 // fresh pid and mount namespaces (cloned by the host; as root, no user namespace is needed), makes / private,
@@ -76,9 +76,18 @@
 // of its own pid namespace on /proc. The program sees the host's files and network but no other process:
 // not the broker's command line (world-readable in the host's /proc) nor another run's, and it cannot name
 // one to signal or ptrace; its exit ends its tree. It still sees /sys, including the cgroup folder that
-// names the runs' cgroups. Where the host refuses those namespaces (root in a container without
-// CAP_SYS_ADMIN), plain mode runs without them (HostReport.OwnPID false): a separate uid still keeps the
-// broker's 0600 files, its environment and its ptrace out of reach.
+// names the runs' cgroups, and it has an IPC namespace of its own. Where the host refuses those namespaces
+// (root in a container without CAP_SYS_ADMIN), plain mode runs without them (HostReport.OwnPID false): a
+// separate uid still keeps the broker's 0600 files, its environment and its ptrace out of reach.
+//
+// A uid comes round again (a range's after its other uids, --sandbox-uid N at once), and the next run that
+// holds it, maybe another tenant's, could read whatever the last one left where every user may write. So
+// when a lease is given back (for the one uid of a range of one: when the last run of this process holding
+// it ends), what the uid owns directly in /tmp, /var/tmp and /dev/shm, and in their sticky world-writable
+// folders, is removed (removeLeftovers), nothing of the uid running any more; System V IPC goes with the
+// run's IPC namespace. The host's temporary folders stay the host's: a host command still sees them and may
+// write into a folder someone opened to it. What it leaves in such a folder, or elsewhere its uid may write,
+// is not removed.
 //
 // A process that cannot switch uids (canSwitchUID: CAP_SETUID, CAP_SETGID and CAP_SETPCAP effective and the
 // range mapped in its user namespace; euid 0 is not the test) runs programs as its own ids. The confined

@@ -172,6 +172,8 @@ type uidPool struct {
 	mu   sync.Mutex
 	next int
 	held map[int]bool
+	// sharing counts the runs holding the one uid of a range of one.
+	sharing int
 }
 
 func newUIDPool(uid, gid, count int, dir string) *uidPool {
@@ -184,7 +186,10 @@ func (p *uidPool) exclusive() bool { return p.count > 1 }
 // acquire leases a free uid, waiting (until ctx ends) while every uid of the range is in use.
 func (p *uidPool) acquire(ctx context.Context) (*lease, error) {
 	if !p.exclusive() {
-		return &lease{uid: p.uid, gid: p.gid}, nil
+		p.mu.Lock()
+		p.sharing++
+		p.mu.Unlock()
+		return &lease{uid: p.uid, gid: p.gid, pool: p}, nil
 	}
 	if err := os.MkdirAll(p.dir, 0o700); err != nil {
 		return nil, fmt.Errorf("%w: uid leases: %v", ErrStart, err)
@@ -232,8 +237,19 @@ func (p *uidPool) tryAcquire() (*lease, error) {
 }
 
 // release gives the uid back. With kill, every process still running as the uid is killed first (the run's
-// tree had no pid namespace or cgroup to end it; the uid is the run's alone, so they are the run's).
+// tree had no pid namespace or cgroup to end it; the uid is the run's alone, so they are the run's). Then
+// what the uid left in the host's temporary folders is removed (removeLeftovers); for the one uid of a range
+// of one, once the last run of this process holding it ends.
 func (l *lease) release(kill bool) error {
+	if l != nil && l.f == nil && l.pool != nil {
+		// The one uid every run shares: what it left goes once no run of this process holds it.
+		l.pool.mu.Lock()
+		defer l.pool.mu.Unlock()
+		if l.pool.sharing--; l.pool.sharing == 0 {
+			removeLeftovers(l.uid)
+		}
+		return nil
+	}
 	if l == nil || l.f == nil {
 		return nil
 	}
@@ -241,11 +257,61 @@ func (l *lease) release(kill bool) error {
 	if kill {
 		err = killUID(l.uid, 5*time.Second)
 	}
+	if err == nil {
+		// Nothing of the uid runs any more (its tree is gone, and no other process holds its lease), so
+		// nothing can race the removal.
+		removeLeftovers(l.uid)
+	}
 	l.pool.mu.Lock()
 	delete(l.pool.held, l.uid)
 	l.pool.mu.Unlock()
 	l.f.Close() // drops the flock
 	return err
+}
+
+// tempDirs are the host's folders every user may write. A program that holds a uid writes there what the next
+// run holding the same uid (a range's uids come round again), maybe another tenant's, would find.
+var tempDirs = []string{"/tmp", "/var/tmp", "/dev/shm"}
+
+// removeLeftovers removes what uid left in the host's temporary folders: every entry of tempDirs that it
+// owns, and of the sticky, world-writable folders in them (such as /tmp/.X11-unix), whole. An entry is
+// looked at where it is (never through a link) and removed by name in its folder. Folders others made
+// and opened to every user without the sticky bit are theirs to share, and are left alone.
+func removeLeftovers(uid int) {
+	if uid == 0 || uid == os.Getuid() {
+		return // never the broker's own files
+	}
+	seen := map[string]bool{}
+	for _, d := range tempDirs {
+		real, err := filepath.EvalSymlinks(d) // /var/tmp may be /tmp
+		if err != nil || seen[real] {
+			continue
+		}
+		seen[real] = true
+		removeOwned(real, uid, 2)
+	}
+}
+
+func removeOwned(dir string, uid, depth int) {
+	f, err := os.Open(dir)
+	if err != nil {
+		return
+	}
+	names, _ := f.Readdirnames(-1)
+	f.Close()
+	for _, n := range names {
+		p := filepath.Join(dir, n)
+		var st unix.Stat_t
+		if unix.Lstat(p, &st) != nil {
+			continue
+		}
+		switch {
+		case int(st.Uid) == uid:
+			_ = os.RemoveAll(p) // does not follow links: a link is removed, not its target
+		case depth > 1 && st.Mode&unix.S_IFMT == unix.S_IFDIR && st.Mode&0o1002 == 0o1002:
+			removeOwned(p, uid, depth-1)
+		}
+	}
 }
 
 // killUID SIGKILLs every process whose real, effective or saved uid is uid until none is left.

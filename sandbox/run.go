@@ -209,7 +209,10 @@ func (s *Sandbox) launch(ctx context.Context, hc helperConfig, lim Limits, sio s
 	cmd.WaitDelay = time.Second
 	attr := &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if hc.OwnPID {
-		attr.Cloneflags = syscall.CLONE_NEWPID | syscall.CLONE_NEWNS
+		// An IPC namespace too: System V shared memory, semaphores and
+		// message queues a run leaves are gone with it, never seen by the
+		// next run that holds the same uid.
+		attr.Cloneflags = syscall.CLONE_NEWPID | syscall.CLONE_NEWNS | syscall.CLONE_NEWIPC
 	}
 	if hc.Mode == modeNamespaces {
 		attr.Cloneflags = syscall.CLONE_NEWUSER | syscall.CLONE_NEWNS | syscall.CLONE_NEWPID | syscall.CLONE_NEWNET |

@@ -18,7 +18,8 @@
 // opened without an agent.
 //
 // Agents message each other through the peer sink, and read what was sent
-// to them from their own inbox on the peer stream:
+// to them through a broker, from their own queue on the peer stream
+// (agents hold no JetStream permission; see PeerInbox):
 //
 //	child, reply, _ := bob.Delegate(ctx, run, "worker", task) // child: the sub-run
 //	in, _ := worker.Peer("worker")

@@ -5,10 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
-
-	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/gatehouse/gatehouse/broker"
 	"github.com/gatehouse/gatehouse/broker/subject"
@@ -51,102 +48,80 @@ func (c *Client) peer(ctx context.Context, run, action string, params map[string
 	return c.Effect(ctx, policy.SinkPeer, broker.EffectRequest{Run: run, Action: action, Params: b})
 }
 
-// PeerInbox receives one agent's peer messages from its durable consumer
-// on the peer stream, including those sent while it was not listening.
-// The broker creates the consumer with the first message to the agent, so
-// until then Next waits. Safe for concurrent use; concurrent Next calls
-// each get different messages.
+// PeerInbox receives one agent's peer messages, including those sent
+// while it was not listening: it asks a broker for the next one
+// (subject.PeerNext), which takes it from the agent's queue on the peer
+// stream and answers in this client's inbox. Agents never read JetStream
+// themselves. Safe for concurrent use; concurrent Next calls each get
+// different messages.
 type PeerInbox struct {
-	js    jetstream.JetStream
+	c     *Client
 	agent string
-
-	mu   sync.Mutex
-	cons jetstream.Consumer
 }
 
-// Peer returns agent's inbox. It does not contact the server.
+// Peer returns agent's inbox; agent is this client's own identity (the
+// server lets a credential ask only for its own messages). It does not
+// contact the server.
 func (c *Client) Peer(agent string) (*PeerInbox, error) {
 	if !subject.ValidAgent(agent) {
 		return nil, fmt.Errorf("agent %q: a name must be 1 to %d letters, digits, '-' or '_'", agent, subject.MaxAgentLen)
 	}
-	js, err := jetstream.New(c.nc)
-	if err != nil {
-		return nil, err
-	}
-	return &PeerInbox{js: js, agent: agent}, nil
+	return &PeerInbox{c: c, agent: agent}, nil
 }
 
-// nextWait bounds one fetch, so a cancelled context is noticed soon.
-const nextWait = 5 * time.Second
+// nextWait bounds how long one request lets the broker wait for a
+// message, so a cancelled context is noticed soon; replyMargin is the time
+// the reply itself may take beyond it.
+const (
+	nextWait    = 5 * time.Second
+	replyMargin = 5 * time.Second
+	busyBackoff = 200 * time.Millisecond
+)
 
 // Next returns the next message, waiting until one arrives or ctx ends
-// (then it returns ctx's error). The message is acknowledged, and so
-// removed from the stream, before Next returns it.
+// (then it returns ctx's error). The broker acknowledges the message, and
+// so removes it from the stream, before it answers: a message is handed
+// out at most once. Errors other than waiting are *broker.ErrorBody.
 func (p *PeerInbox) Next(ctx context.Context) (*broker.PeerMessage, error) {
 	for {
-		cons, err := p.consumer(ctx)
-		if err != nil {
-			return nil, err
-		}
 		wait := nextWait
 		if dl, ok := ctx.Deadline(); ok {
-			wait = min(wait, time.Until(dl))
+			wait = min(wait, time.Until(dl)-time.Until(dl)/4)
 		}
 		if wait < time.Millisecond {
+			if err := ctx.Err(); err != nil {
+				return nil, err
+			}
 			return nil, context.DeadlineExceeded
 		}
-		batch, err := cons.Fetch(1, jetstream.FetchMaxWait(wait))
-		if err != nil {
-			if errors.Is(err, jetstream.ErrConsumerNotFound) || errors.Is(err, jetstream.ErrConsumerDeleted) {
-				p.reset()
-				continue
-			}
-			return nil, fmt.Errorf("fetch peer messages of %s: %w", p.agent, err)
+		rctx, cancel := context.WithTimeout(ctx, wait+replyMargin)
+		var r broker.PeerNextReply
+		err := p.c.request(rctx, subject.PeerNext(p.agent), broker.PeerNextRequest{WaitMS: wait.Milliseconds()}, &r)
+		cancel()
+		if err == nil && r.Error != nil {
+			err = r.Error
 		}
-		for m := range batch.Messages() {
-			var pm broker.PeerMessage
-			if err := json.Unmarshal(m.Data(), &pm); err != nil {
-				_ = m.Term()
-				return nil, fmt.Errorf("peer message on %s is not JSON: %w", m.Subject(), err)
-			}
-			if err := m.DoubleAck(ctx); err != nil {
-				return nil, fmt.Errorf("acknowledge peer message: %w", err)
-			}
-			return &pm, nil
-		}
-		if err := batch.Error(); err != nil && !errors.Is(err, jetstream.ErrNoMessages) && !errors.Is(err, context.DeadlineExceeded) {
-			return nil, fmt.Errorf("fetch peer messages of %s: %w", p.agent, err)
-		}
-		if err := ctx.Err(); err != nil {
-			return nil, err
-		}
-	}
-}
-
-// consumer binds the agent's consumer, waiting for the broker to create it.
-func (p *PeerInbox) consumer(ctx context.Context) (jetstream.Consumer, error) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for p.cons == nil {
-		cons, err := p.js.Consumer(ctx, subject.PeerStream, subject.PeerConsumer(p.agent))
+		var eb *broker.ErrorBody
 		switch {
-		case err == nil:
-			p.cons = cons
-		case errors.Is(err, jetstream.ErrConsumerNotFound) || errors.Is(err, jetstream.ErrStreamNotFound):
-			select {
-			case <-ctx.Done():
-				return nil, ctx.Err()
-			case <-time.After(50 * time.Millisecond):
+		case err == nil && r.Message != nil:
+			return r.Message, nil
+		case err == nil, errors.As(err, &eb) && (eb.Code == broker.CodeUnavailable || eb.Code == broker.CodeTimeout):
+			// Nothing came within the wait, the broker asks to back off,
+			// or its answer did not come in time: ask again.
+			if err != nil {
+				select {
+				case <-ctx.Done():
+				case <-time.After(busyBackoff):
+				}
+			}
+			if err := ctx.Err(); err != nil {
+				return nil, err
 			}
 		default:
-			return nil, fmt.Errorf("peer inbox of %s: %w", p.agent, err)
+			if cerr := ctx.Err(); cerr != nil {
+				return nil, cerr
+			}
+			return nil, fmt.Errorf("peer messages of %s: %w", p.agent, err)
 		}
 	}
-	return p.cons, nil
-}
-
-func (p *PeerInbox) reset() {
-	p.mu.Lock()
-	p.cons = nil
-	p.mu.Unlock()
 }

@@ -11,19 +11,31 @@
 //
 // A content directory (DATA_DIR/content) holds:
 //
-//	sha256/ab/cdef...   one blob per digest: the file name is the digest's
-//	                    hex with its first two characters as a folder
-//	index.jsonl         one line per reference to a blob (Ref): which blob,
-//	                    of what kind, for which run, effect, tenant and
-//	                    person, and when
+//	segments/*.seg      append-only segment files, one being written per
+//	                    Store (per process): a record per blob kept (a
+//	                    header line naming the digest, its kind, run,
+//	                    effect, tenant and person and the time, then the
+//	                    bytes), per further reference to a blob, and per
+//	                    touch (segments.go has the format)
 //	erasures.jsonl      one line per erased blob (Erasure): which, whose,
 //	                    why and when
+//	sha256/ab/cdef...,  the layout before segments (a file per blob, its
+//	index.jsonl         references one per line): still read, listed and
+//	                    erased, never written
 //
-// A blob's bytes hash to its name; Get reports a blob whose bytes do not
-// as ErrChanged. A blob's modification time is when it was last used: set
-// to the store's clock when it is written or referenced again. Reading a
-// blob (replay, evidence) does not count as use, so an audit never extends
-// retention.
+// A blob's bytes hash to its digest; Get reports a blob whose bytes do not
+// as ErrChanged. A blob's last use is the latest time of its records (or
+// an old-layout file's modification time): it is written or referenced
+// again, or touched, when a decision uses it. Reading a blob (replay,
+// evidence) does not count as use, so an audit never extends retention.
+//
+// Why segments: a file per blob made capture the largest cost of an
+// effect (creating files was 43% of serve's CPU under load); one append
+// per blob is a few microseconds. The index (which digest is where, every
+// reference, last uses) is not stored: a Store reads it from the segments
+// the first time something asks (replay, evidence, erasure), and reads
+// only what was appended since each time after. A broker that only keeps
+// content never reads it.
 //
 // # Kinds
 //
@@ -63,11 +75,12 @@
 // # Sharing and concurrency
 //
 // A Store is safe for concurrent use, and several processes on one machine
-// may share a directory: blobs are written to a temporary file, fsynced and
-// renamed into place (identical bytes either way), and index and erasure
-// lines are appended with one write each on an O_APPEND file. On a cluster
-// the shared option is the NATS Object Store (OpenObjectStore), which
-// every broker host reads and writes; see objstore.go for how it differs.
+// may share a directory: each appends to a segment of its own (named by
+// its start time and a random suffix, so they never interleave), and
+// reads the others'. Erasure lines are appended with one write each on an
+// O_APPEND file. On a cluster the shared option is the NATS Object Store
+// (OpenObjectStore), which every broker host reads and writes; see
+// objstore.go for how it differs.
 //
 // # Erasure
 //
@@ -77,6 +90,12 @@
 // record blobs, found from the index and, given the journal, from the
 // request digests and citations of the person's decisions. A blob the
 // index also names for another person (identical bytes both read) is
-// kept: it is theirs too. Each removal is
-// appended to erasures.jsonl. Erasure never touches the journal.
+// kept: it is theirs too. Erasing a blob punches every copy of its bytes
+// out of its segment (a hole, or zeros written over them where the
+// filesystem cannot punch holes, fsynced), removes an old-layout file,
+// and then appends the erasure to erasures.jsonl; the records' headers
+// stay. An erasure cut short between the two leaves zeros, which Get
+// reports as not kept (ErrNotFound), never as changed; running it again
+// completes it. Erasure never touches the journal, so verify passes
+// before and after.
 package content

@@ -22,6 +22,7 @@ func (s *Store) EraseUnused(maxAge time.Duration) ([]Erasure, error) {
 	if maxAge <= 0 {
 		return nil, nil
 	}
+	defer s.dropIndex()
 	cutoff := s.now().Add(-maxAge)
 	var old []string
 	if err := s.blobs(func(d string, used time.Time) {
@@ -125,6 +126,7 @@ func (s *Store) PersonContent(p policy.Principal, journalDir string) ([]Erasure,
 // ErasePerson erases what PersonContent lists, recording each erasure
 // with the reason "person TENANT/PERSON".
 func (s *Store) ErasePerson(p policy.Principal, journalDir string) ([]Erasure, error) {
+	defer s.dropIndex()
 	es, err := s.PersonContent(p, journalDir)
 	if err != nil {
 		return nil, err

@@ -24,18 +24,28 @@
 // exact lists; in short:
 //
 //   - an agent proposes effects on gatehouse.v1.agent.<id>.effect.> and
-//     reads _INBOX_agent.<id>.>; a named agent also fetches and
-//     acknowledges on its own peer consumer (subject.PeerConsumer), created
-//     by the broker. The shared agent credential has no peer consumer at
-//     all: it cannot fetch, subscribe to or be answered on any named agent's
-//     subjects. No agent can create or change a consumer (a push consumer
-//     could be pointed at any subject), read a stream directly, subscribe to
-//     peer subjects, nor touch the journal, outputs, runs or any bucket.
+//     reads _INBOX_agent.<id>.>; a named agent also asks a broker for its
+//     next peer message on gatehouse.v1.agent.<id>.peer.next
+//     (subject.PeerNext), which the broker takes from the agent's consumer
+//     and answers in the agent's inbox. The shared agent credential has no
+//     peer messages at all: it cannot fetch, subscribe to or be answered on
+//     any named agent's subjects.
 //   - an application opens and closes work on gatehouse.v1.app.<id>.work.*,
 //     reads _INBOX_app.<id>.> and the outputs of its own runs
-//     (subject.OutputsOf), and uses NATS micro discovery; one not bound to
-//     tenants also uses the approval endpoints. It can never propose an
-//     effect.
+//     (subject.OutputsOf); one not bound to tenants also uses the approval
+//     endpoints. It can never propose an effect.
+//
+// No agent or application holds any $JS or $SRV permission. The NATS
+// server checks only the subject a client publishes to, never the reply
+// subject it names, and JetStream (an API request, a fetch, an
+// acknowledgement with a reply) and NATS micro discovery answer on that
+// reply subject with the server's or the service's own rights: a
+// credential allowed even its own consumer's info could have JetStream
+// write the answer into a run record, the writer health key, a journal or
+// output subject or another identity's inbox. Gatehouse's own endpoints
+// check the reply subject first (broker.Service); JetStream and micro
+// cannot, so they are the broker's and the operator's alone (gatehouse
+// status and `nats micro ls` use the broker credential).
 //
 // An operator running Gatehouse on an external NATS sets the same
 // permissions there: UsersConf renders them as a nats-server users list
@@ -297,10 +307,6 @@ func (s *Server) Shutdown() {
 	s.NS.WaitForShutdown()
 }
 
-// microDiscovery is what NATS micro discovery (nats micro ls, gatehouse
-// status) publishes.
-var microDiscovery = []string{"$SRV.PING", "$SRV.PING.>", "$SRV.INFO", "$SRV.INFO.>", "$SRV.STATS", "$SRV.STATS.>"}
-
 // RolePermissions are the permissions of role r; nil (everything) for the
 // broker.
 func RolePermissions(r Role) *server.Permissions {
@@ -318,7 +324,7 @@ func RolePermissions(r Role) *server.Permissions {
 				subject.AgentInbox + ".>", subject.AppInbox + ".>", subject.OpsInbox + ".>",
 			}},
 			Subscribe: &server.SubjectPermission{Allow: []string{
-				subject.AgentPrefix + ".*.effect.>", subject.AgentPrefix + ".*.tools.>", subject.AppPrefix + ".*.>", "$SRV.>",
+				subject.AgentPrefix + ".*.effect.>", subject.AgentPrefix + ".*.tools.>", subject.PeerNextEndpoint, subject.AppPrefix + ".*.>", "$SRV.>",
 			}},
 		}
 	default: // broker
@@ -330,11 +336,10 @@ func RolePermissions(r Role) *server.Permissions {
 // c; bound is an application bound to tenants, which may not use the
 // approval endpoints.
 //
-// An agent fetching from its pull consumer makes a request to
-// $JS.API.CONSUMER.MSG.NEXT.<stream>.<consumer> whose messages arrive on
-// its inbox, acknowledges with a publish to $JS.ACK.<stream>.<consumer>...,
-// and reads consumer info when binding. Nothing here lets an agent create
-// a consumer or read a stream directly.
+// Every subject an identity may publish is one a Gatehouse broker serves
+// and answers only in the identity's own inbox; none is a subject the NATS
+// server or JetStream answers itself (see the package doc: they would
+// answer on any reply subject the identity named).
 func Permissions(c subject.Class, id string, bound bool) *server.Permissions {
 	if c == subject.ClassApp {
 		pub := []string{subject.WorkOpen(id), subject.WorkClose(id)}
@@ -342,18 +347,13 @@ func Permissions(c subject.Class, id string, bound bool) *server.Permissions {
 			pub = append(pub, subject.App(id, subject.ApprovalDecideOp), subject.App(id, subject.ApprovalListOp), subject.App(id, subject.ApprovalGetOp))
 		}
 		return &server.Permissions{
-			Publish:   &server.SubjectPermission{Allow: append(pub, microDiscovery...)},
+			Publish:   &server.SubjectPermission{Allow: pub},
 			Subscribe: &server.SubjectPermission{Allow: []string{subject.AppInboxOf(id) + ".>", subject.OutputsOf(id)}},
 		}
 	}
 	pub := []string{subject.EffectsOf(id), subject.ToolsOf(id)}
 	if id != subject.Shared {
-		consumer := subject.PeerConsumer(id)
-		pub = append(pub,
-			"$JS.API.CONSUMER.INFO."+subject.PeerStream+"."+consumer,
-			"$JS.API.CONSUMER.MSG.NEXT."+subject.PeerStream+"."+consumer,
-			"$JS.ACK."+subject.PeerStream+"."+consumer+".>",
-		)
+		pub = append(pub, subject.PeerNext(id))
 	}
 	return &server.Permissions{
 		Publish:   &server.SubjectPermission{Allow: pub},

@@ -30,10 +30,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/gatehouse/gatehouse/broker/subject"
@@ -89,11 +91,23 @@ type Registry struct {
 
 // Load reads the register at path; a missing file is an empty register.
 // Errors wrap ErrBadRegistry.
+//
+// The register is authority (it declares origins), so a file another user
+// could write is refused: one owned by another uid than this process's, or
+// open to group or other writes, the target of a symbolic link included.
 func Load(path string) (*Registry, error) {
-	b, err := os.ReadFile(path)
+	f, err := os.Open(path)
 	if errors.Is(err, os.ErrNotExist) {
 		return &Registry{}, nil
 	}
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrBadRegistry, err)
+	}
+	defer f.Close()
+	if err := privateFile(f); err != nil {
+		return nil, fmt.Errorf("%w: %s: %w", ErrBadRegistry, path, err)
+	}
+	b, err := io.ReadAll(f)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrBadRegistry, err)
 	}
@@ -107,6 +121,25 @@ func Load(path string) (*Registry, error) {
 		return nil, fmt.Errorf("%w: %s: %w", ErrBadRegistry, path, err)
 	}
 	return &r, nil
+}
+
+// privateFile fails unless f (what was opened, links followed) is a
+// regular file of this process's uid that no group or other may write.
+func privateFile(f *os.File) error {
+	fi, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	if !fi.Mode().IsRegular() {
+		return errors.New("not a regular file")
+	}
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok && int(st.Uid) != os.Geteuid() {
+		return fmt.Errorf("belongs to uid %d, not %d: that user could declare any agent's origin", st.Uid, os.Geteuid())
+	}
+	if fi.Mode().Perm()&0o022 != 0 {
+		return fmt.Errorf("mode %04o lets other users write it, and so declare any agent's origin (chmod 600)", fi.Mode().Perm())
+	}
+	return nil
 }
 
 // Validate checks every name, origin and tenant, and that no name is

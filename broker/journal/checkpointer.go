@@ -94,30 +94,54 @@ func NewCheckpointer(w *Writer, cfg CheckpointConfig) (*Checkpointer, error) {
 	if _, err := note.NewVerifier(c.signer.VerifierKey()); err != nil {
 		return nil, fmt.Errorf("journal: origin %q cannot name a note key: %w", cfg.Origin, err)
 	}
-	w.mu.Lock()
-	if w.tree == nil {
-		t, err := BuildTree(w.dir)
-		if err != nil && !errors.Is(err, os.ErrNotExist) {
-			w.mu.Unlock()
-			return nil, err
-		}
-		if t == nil {
-			t = &Tree{}
-		}
-		w.tree = t
-	}
-	w.mu.Unlock()
 	if err := os.MkdirAll(filepath.Join(w.dir, checkpointsDir), dirMode); err != nil {
 		return nil, fmt.Errorf("journal: checkpoints: %w", err)
 	}
+	var latest *Checkpoint
 	if b, err := os.ReadFile(filepath.Join(w.dir, checkpointsDir, latestFile)); err == nil {
 		if n, err := note.Open(b, note.VerifierList(c.verifier())); err == nil {
 			if cp, err := ParseCheckpoint(n.Text); err == nil {
-				c.latest, c.signed = b, cp.Size
+				c.latest, c.signed, latest = b, cp.Size, &cp
 			}
 		}
 	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.tree == nil {
+		t, err := openTreeFor(w, latest, c.log)
+		if err != nil {
+			return nil, err
+		}
+		w.tree = t
+	}
 	return c, nil
+}
+
+// openTreeFor opens w's tile tree (under w.mu) and checks it: as many
+// leaves as the head log has entries, and the root the latest checkpoint
+// signed (when there is one within it). A tree that fails either is
+// rebuilt from the head log.
+func openTreeFor(w *Writer, latest *Checkpoint, log *slog.Logger) (*TileTree, error) {
+	t, err := OpenTileTree(w.dir, log)
+	if err != nil {
+		return nil, fmt.Errorf("journal: tiles: %w", err)
+	}
+	why := ""
+	if t.Size() != int64(w.headSeq) {
+		why = fmt.Sprintf("tiles hold %d entries, the head log %d", t.Size(), w.headSeq)
+	} else if latest != nil && latest.Size <= t.Size() {
+		if root, err := t.Root(latest.Size); err != nil || root != latest.Hash {
+			why = fmt.Sprintf("tiles do not give the root of the latest checkpoint (size %d)", latest.Size)
+		}
+	}
+	if why == "" {
+		return t, nil
+	}
+	log.Warn("journal: rebuilding the tiles from the head log", "why", why)
+	if t, err = t.rebuild(w.dir); err != nil {
+		return nil, fmt.Errorf("journal: tiles: %w", err)
+	}
+	return t, nil
 }
 
 func (c *Checkpointer) verifier() note.Verifier {
@@ -204,6 +228,11 @@ func (c *Checkpointer) Checkpoint(ctx context.Context) ([]byte, error) {
 	c.w.mu.Lock()
 	n := c.w.tree.Size()
 	root, err := c.w.tree.Root(n)
+	if err == nil {
+		if perr := c.w.tree.WritePartials(); perr != nil {
+			c.log.Warn("journal: partial tiles of the checkpoint not written", "err", perr)
+		}
+	}
 	c.w.mu.Unlock()
 	if err != nil {
 		return nil, err
@@ -300,7 +329,7 @@ func (c *Checkpointer) store(b []byte) error {
 		err = os.Rename(tmp, filepath.Join(dir, latestFile))
 	}
 	if err == nil {
-		err = syncDir(dir)
+		err = syncDir(OSFS{}, dir)
 	}
 	if err != nil {
 		return fmt.Errorf("journal: store checkpoint: %w", err)

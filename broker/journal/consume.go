@@ -1,6 +1,7 @@
 package journal
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -220,41 +221,74 @@ func resumeConsumer(ctx context.Context, js jetstream.JetStream, cfg jetstream.C
 	return js.CreateOrUpdateConsumer(ctx, subject.JournalStream, cfg)
 }
 
-// writeBatch decodes, appends and settles one batch of messages.
+// DecodeMessage reads a journal stream message: one event as a JSON
+// object, or a group of events of one run recorded together (a
+// decision and its attempt) as a JSON array. Every event must name the
+// run the subject names.
+func DecodeMessage(subj string, data []byte) ([]Event, error) {
+	var events []Event
+	var err error
+	if d := bytes.TrimLeft(data, " \t\r\n"); len(d) > 0 && d[0] == '[' {
+		err = json.Unmarshal(d, &events)
+		if err == nil && len(events) == 0 {
+			err = errors.New("empty group")
+		}
+	} else {
+		var e Event
+		err = json.Unmarshal(data, &e)
+		events = []Event{e}
+	}
+	if err != nil {
+		return nil, err
+	}
+	run, ok := strings.CutPrefix(subj, subject.JournalPrefix+".")
+	for _, e := range events {
+		if !ok || run != e.Run {
+			return nil, fmt.Errorf("subject %q does not name run %q", subj, e.Run)
+		}
+	}
+	return events, nil
+}
+
+// writeBatch decodes, appends and settles one batch of messages. A
+// message holding a group is acked when every event of it is written, and
+// otherwise settled as its worst event: terminated when one can never be
+// written, else redelivered.
 func writeBatch(w *Writer, batch []jetstream.Msg, log *slog.Logger, retry time.Duration) error {
 	events := make([]Event, 0, len(batch))
-	held := make([]jetstream.Msg, 0, len(batch)) // message of events[i]
+	held := make([]int, 0, len(batch)) // message of events[i], an index into msgs
+	msgs := make([]jetstream.Msg, 0, len(batch))
 	for _, m := range batch {
-		var e Event
-		err := json.Unmarshal(m.Data(), &e)
-		if err == nil {
-			if run, ok := strings.CutPrefix(m.Subject(), subject.JournalPrefix+"."); !ok || run != e.Run {
-				err = fmt.Errorf("subject %q does not name run %q", m.Subject(), e.Run)
-			}
-		}
+		evs, err := DecodeMessage(m.Subject(), m.Data())
 		if err != nil {
 			terminate(m, log, err)
 			continue
 		}
-		events = append(events, e)
-		held = append(held, m)
+		for _, e := range evs {
+			events = append(events, e)
+			held = append(held, len(msgs))
+		}
+		msgs = append(msgs, m)
 	}
 	if len(events) == 0 {
 		return nil
 	}
 	_, err := w.Append(events)
-	failed := make(map[int]error)
+	failed := make(map[int]error) // by message
 	if es, ok := errors.AsType[EventErrors](err); ok {
 		for _, e := range es {
-			failed[e.Index] = e.Err
+			mi := held[e.Index]
+			if prev, seen := failed[mi]; !seen || errors.Is(prev, ErrInvalidEvent) && !errors.Is(e.Err, ErrInvalidEvent) {
+				failed[mi] = e.Err // a retryable failure wins: retry rather than drop the group
+			}
 		}
 	} else if err != nil {
-		for _, m := range held {
+		for _, m := range msgs {
 			_ = m.Nak()
 		}
 		return fmt.Errorf("journal: append: %w", err)
 	}
-	for i, m := range held {
+	for i, m := range msgs {
 		err, bad := failed[i]
 		switch {
 		case !bad:
@@ -265,7 +299,7 @@ func writeBatch(w *Writer, batch []jetstream.Msg, log *slog.Logger, retry time.D
 		case errors.Is(err, ErrInvalidEvent):
 			terminate(m, log, err)
 		default:
-			log.Error("journal: event not written, will retry", "subject", m.Subject(), "id", events[i].ID, "err", err)
+			log.Error("journal: event not written, will retry", "subject", m.Subject(), "err", err)
 			_ = m.NakWithDelay(retry)
 		}
 	}

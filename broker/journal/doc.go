@@ -11,6 +11,10 @@
 //	runs/<run>.jsonl   one file per run: its events, one per line
 //	head.jsonl         the head log
 //	LOCK               the writer's lock file; not part of the record
+//	wal/               the writer's log of lines not yet fsynced in their
+//	                   files (wal.go); not part of the record
+//	tiles/             the head log's Merkle tree as C2SP tlog-tiles hash
+//	                   tiles (tiles.go); derived, not part of the record
 //
 // A run id is 1 to 64 ASCII letters, digits, '_' or '-' (brokers make
 // r_ plus 26 lowercase base-32 characters); no other name is ever joined
@@ -55,11 +59,28 @@
 // events from brokers, drops those already written (the dedupe key is the
 // pair run and event id, and holds across restarts because a run's ids are
 // read back from its file), numbers and chains the rest per run in batch
-// order, appends and fsyncs each touched run file, then appends and fsyncs
-// the head log. Only then may the events be acknowledged. A crash leaves at
-// most a partial last line in a file, which is never acknowledged and which
-// the next Writer truncates before appending; events written but not yet
-// registered are registered when their redelivery arrives.
+// order, and adds the head log entries registering each touched run's new
+// latest event. It writes all of those lines as one record of its log,
+// wal/, and fsyncs that one file: one fsync per batch, however many runs
+// the batch touches, which is the group commit (a Committer gathers
+// concurrent callers' events into one batch). Only then does it append
+// the lines to the run files and the head log, and only then may the
+// events be acknowledged. The run files and the head log are fsynced in
+// the background every SyncInterval (runs first, then the runs folder,
+// then the head log), after which the log segments holding their lines
+// are removed; Close does it once more, so a clean close leaves the log
+// empty.
+//
+// A crash, a kill -9 or a power cut at any point loses nothing Append
+// returned: Open re-applies whatever the log holds beyond the files
+// (idempotently: a line whose seq a file already has is skipped), after
+// truncating a partial last line. Events not yet acknowledged are
+// redelivered by JetStream and deduped. Why a log of the writer's own
+// rather than an fsync of every touched file per batch: on this project's
+// machine sixteen runs' files fsynced in parallel cost 1.35 ms and 0.9 ms
+// of CPU a batch, one log record 0.18 ms and 0.08 ms. Verify reads the
+// log too (NoteUnappliedLog), so a journal copied right after a power cut
+// verifies with every acknowledged event before any writer opened it.
 //
 // Consume feeds a Writer from the JetStream stream made by EnsureStream.
 //

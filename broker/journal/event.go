@@ -97,6 +97,10 @@ type Decision struct {
 	// event that recorded each provider response, and its digest.
 	Citations []Citation `json:"citations,omitempty"`
 
+	// Contract is, for a code effect, the program's operation contract as
+	// read before it ran (see ProgramContract); nil when none was read.
+	Contract *ProgramContract `json:"contract,omitempty"`
+
 	Outcome  Outcome         `json:"outcome"` // allowed, refused or held
 	Refusal  policy.Refusal  `json:"refusal,omitempty"`
 	Rule     string          `json:"rule,omitempty"`

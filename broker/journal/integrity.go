@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"sync"
 
 	"golang.org/x/mod/sumdb/tlog"
 )
@@ -36,39 +37,65 @@ const (
 // were given, so their signatures were not checked.
 const NoteSignaturesUnchecked NoteKind = "signatures-unchecked"
 
-// sigChecker checks event signatures for Verify.
+// sigChecker checks event signatures for Verify: the cheap checks at once,
+// the curve arithmetic on the pool's goroutines.
 type sigChecker struct {
 	keys    *TrustedKeys // nil: signatures are not checked
 	require bool
+	pool    *sigPool // nil: verified on the caller's goroutine
 }
 
-// check returns the finding for one parsed event line, if any.
-func (c sigChecker) check(p *parsedLine, at Finding) (Finding, bool) {
+// pendingFindings collects the findings of one run's signatures checked
+// on the pool. Wait for wg before reading list.
+type pendingFindings struct {
+	mu   sync.Mutex
+	list []Finding
+	wg   sync.WaitGroup
+}
+
+// check adds to out the finding for one parsed event line, if any; the
+// signature itself may be checked later, on the pool (out.wg).
+func (c sigChecker) check(p *parsedLine, at Finding, out *pendingFindings) {
+	add := func(f Finding) {
+		out.mu.Lock()
+		out.list = append(out.list, f)
+		out.mu.Unlock()
+	}
 	if p.sig == nil {
 		if c.require {
 			at.Kind, at.Detail = FindingUnsignedEvent, fmt.Sprintf("event %d (%s) is not signed", p.ev.Seq, p.ev.Type)
-			return at, true
+			add(at)
 		}
-		return at, false
+		return
 	}
 	s, err := parseSig(p.sig)
 	if err != nil {
 		at.Kind, at.Detail = FindingBadSignature, fmt.Sprintf("event %d: sig cannot be read: %v", p.ev.Seq, err)
-		return at, true
+		add(at)
+		return
 	}
 	if c.keys == nil {
-		return at, false
+		return
 	}
-	err = c.keys.VerifyEvent(hex.EncodeToString(p.hash[:]), s)
+	bad := func(err error) {
+		if errors.Is(err, ErrUnknownKey) {
+			at.Kind, at.Detail = FindingUnknownKey, fmt.Sprintf("event %d signed by key %q, which is not trusted", p.ev.Seq, s.KeyID)
+		} else {
+			at.Kind, at.Detail = FindingBadSignature, fmt.Sprintf("event %d: %v", p.ev.Seq, err)
+		}
+		add(at)
+	}
+	k, msg, sig, err := c.keys.prepare(hex.EncodeToString(p.hash[:]), s)
 	switch {
-	case err == nil:
-		return at, false
-	case errors.Is(err, ErrUnknownKey):
-		at.Kind, at.Detail = FindingUnknownKey, fmt.Sprintf("event %d signed by key %q, which is not trusted", p.ev.Seq, s.KeyID)
+	case err != nil:
+		bad(err)
+	case c.pool == nil:
+		if err := k.verify(msg, sig); err != nil {
+			bad(err)
+		}
 	default:
-		at.Kind, at.Detail = FindingBadSignature, fmt.Sprintf("event %d: %v", p.ev.Seq, err)
+		c.pool.submit(sigJobV{key: k, msg: msg, sig: sig, bad: bad, wg: &out.wg})
 	}
-	return at, true
 }
 
 // CheckCheckpoint checks the head log of the journal in dir against a

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/gowebpki/jcs"
+
+	"github.com/gatehouse/gatehouse/broker/journal/canon"
 )
 
 // MaxLineBytes bounds one journal line, '\n' excluded. The writer refuses
@@ -224,14 +226,14 @@ func withoutMember(dst, b []byte, o *obj, k int) []byte {
 // SHA-256 over its RFC 8785 canonical form. buf is scratch space.
 func hashWithout(buf, b []byte, o *obj, k int) ([32]byte, []byte, error) {
 	buf = withoutMember(buf[:0], b, o, k)
-	if isCanonical(buf) {
+	if canon.IsCanonical(buf) {
 		return sha256.Sum256(buf), buf, nil
 	}
-	canon, err := jcs.Transform(buf)
+	c, err := jcs.Transform(buf)
 	if err != nil {
 		return [32]byte{}, buf, fmt.Errorf("%w: %v", ErrMalformed, err)
 	}
-	return sha256.Sum256(canon), buf, nil
+	return sha256.Sum256(c), buf, nil
 }
 
 // parseHex parses a lowercase hex SHA-256 written as a JSON string.
@@ -418,97 +420,6 @@ func (t Type) Known() bool {
 	return approvalType(t)
 }
 
-// eventBody is an Event without its hash: what the hash covers.
-type eventBody struct {
-	V      int             `json:"v"`
-	ID     string          `json:"id"`
-	Run    string          `json:"run"`
-	Seq    uint64          `json:"seq"`
-	Type   Type            `json:"type"`
-	Time   time.Time       `json:"time"`
-	Effect string          `json:"effect,omitempty"`
-	Data   json.RawMessage `json:"data"`
-	Prev   string          `json:"prev"`
-}
-
-// Hash returns the hash of e as this package encodes it: lowercase hex
-// SHA-256 of the RFC 8785 form of e without its "hash" member. e.Hash is
-// ignored. A line written by the Writer has exactly this hash; for a line
-// from elsewhere the hash is over the line's own bytes (see the package
-// documentation), which Verify recomputes.
-func Hash(e Event) (string, error) {
-	canon, err := canonicalEvent(e)
-	if err != nil {
-		return "", err
-	}
-	sum := sha256.Sum256(canon)
-	return hex.EncodeToString(sum[:]), nil
-}
-
-func canonicalEvent(e Event) ([]byte, error) {
-	if e.Data == nil {
-		e.Data = json.RawMessage("null")
-	}
-	b, err := json.Marshal(eventBody{V: e.V, ID: e.ID, Run: e.Run, Seq: e.Seq, Type: e.Type,
-		Time: e.Time, Effect: e.Effect, Data: e.Data, Prev: e.Prev})
-	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrInvalidEvent, err)
-	}
-	canon, err := jcs.Transform(b)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrInvalidEvent, err)
-	}
-	return canon, nil
-}
-
-// sealed returns the line for a canonical object without a hash: the
-// same object with "hash" inserted at its sorted place, so the line is
-// itself RFC 8785 canonical. It also returns the hash.
-func sealed(canon []byte) ([]byte, string, error) {
-	sum := sha256.Sum256(canon)
-	h := hex.EncodeToString(sum[:])
-	var o obj
-	if err := scanObject(canon, &o); err != nil {
-		return nil, "", err
-	}
-	member := `"hash":"` + h + `"`
-	line := make([]byte, 0, len(canon)+len(member)+2)
-	at := -1
-	for i := 0; i < o.n; i++ {
-		if string(o.ms[i].key) > "hash" {
-			at = o.ms[i].start
-			break
-		}
-	}
-	switch {
-	case at >= 0:
-		line = append(line, canon[:at]...)
-		line = append(line, member...)
-		line = append(line, ',')
-		line = append(line, canon[at:]...)
-	case o.n == 0:
-		line = append(line, '{')
-		line = append(line, member...)
-		line = append(line, '}')
-	default:
-		end := o.ms[o.n-1].end
-		line = append(line, canon[:end]...)
-		line = append(line, ',')
-		line = append(line, member...)
-		line = append(line, canon[end:]...)
-	}
-	return line, h, nil
-}
-
-// encodeEvent returns e's line (without '\n') and its hash.
-func encodeEvent(e Event) ([]byte, string, error) {
-	canon, err := canonicalEvent(e)
-	if err != nil {
-		return nil, "", err
-	}
-	return sealed(canon)
-}
-
 // HeadEntry is one line of the head log: it registers that run's event
 // RunSeq, whose hash is Event, as written. Seq, Prev and Hash chain the
 // head log the way events chain a run.
@@ -520,27 +431,6 @@ type HeadEntry struct {
 	Time   time.Time `json:"time"`
 	Prev   string    `json:"prev"`
 	Hash   string    `json:"hash"`
-}
-
-type headBody struct {
-	Seq    uint64    `json:"seq"`
-	Run    string    `json:"run"`
-	RunSeq uint64    `json:"run_seq"`
-	Event  string    `json:"event"`
-	Time   time.Time `json:"time"`
-	Prev   string    `json:"prev"`
-}
-
-func encodeHead(h HeadEntry) ([]byte, string, error) {
-	b, err := json.Marshal(headBody{Seq: h.Seq, Run: h.Run, RunSeq: h.RunSeq, Event: h.Event, Time: h.Time, Prev: h.Prev})
-	if err != nil {
-		return nil, "", err
-	}
-	canon, err := jcs.Transform(b)
-	if err != nil {
-		return nil, "", err
-	}
-	return sealed(canon)
 }
 
 var headKeys = [...]string{"seq", "run", "run_seq", "event", "time", "prev", "hash"}

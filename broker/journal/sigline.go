@@ -7,6 +7,8 @@ import (
 	"fmt"
 
 	"github.com/gowebpki/jcs"
+
+	"github.com/gatehouse/gatehouse/broker/journal/canon"
 )
 
 // Where signatures live: a signed event line carries one more top-level
@@ -123,14 +125,14 @@ func hashWithoutTwo(buf, b []byte, o *obj, i, j int) ([32]byte, []byte, error) {
 		buf = append(buf, b[o.ms[k].start:o.ms[k].end]...)
 	}
 	buf = append(buf, '}')
-	if isCanonical(buf) {
+	if canon.IsCanonical(buf) {
 		return sha256.Sum256(buf), buf, nil
 	}
-	canon, err := jcs.Transform(buf)
+	c, err := jcs.Transform(buf)
 	if err != nil {
 		return [32]byte{}, buf, fmt.Errorf("%w: %v", ErrMalformed, err)
 	}
-	return sha256.Sum256(canon), buf, nil
+	return sha256.Sum256(c), buf, nil
 }
 
 // parseSig decodes a "sig" member's value strictly: an object with

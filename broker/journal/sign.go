@@ -324,6 +324,21 @@ func canonicalY(enc []byte) bool {
 // TrustedKeys member): the cheap checks of R and S, then crypto/ed25519,
 // which refuses an R that is not on the curve.
 func verifyChecked(pub ed25519.PublicKey, msg, sig []byte) error {
+	if err := checkSigEncoding(sig); err != nil {
+		return err
+	}
+	if _, err := new(edwards25519.Scalar).SetCanonicalBytes(sig[32:]); err != nil {
+		return fmt.Errorf("%w: S is not canonical (S >= L)", ErrBadSignature)
+	}
+	if !ed25519.Verify(pub, msg, sig) {
+		return fmt.Errorf("%w: does not verify", ErrBadSignature)
+	}
+	return nil
+}
+
+// checkSigEncoding is the strict checks of a signature's encoding that
+// need no curve arithmetic: 64 bytes, R canonical and not of small order.
+func checkSigEncoding(sig []byte) error {
 	if len(sig) != ed25519.SignatureSize {
 		return fmt.Errorf("%w: %d bytes", ErrBadSignature, len(sig))
 	}
@@ -335,12 +350,6 @@ func verifyChecked(pub ed25519.PublicKey, msg, sig []byte) error {
 			return fmt.Errorf("%w: R of small order", ErrBadSignature)
 		}
 	}
-	if _, err := new(edwards25519.Scalar).SetCanonicalBytes(sig[32:]); err != nil {
-		return fmt.Errorf("%w: S is not canonical (S >= L)", ErrBadSignature)
-	}
-	if !ed25519.Verify(pub, msg, sig) {
-		return fmt.Errorf("%w: does not verify", ErrBadSignature)
-	}
 	return nil
 }
 
@@ -349,17 +358,20 @@ func verifyChecked(pub ed25519.PublicKey, msg, sig []byte) error {
 // It is immutable once built and safe for concurrent use.
 type TrustedKeys struct {
 	keys map[string]ed25519.PublicKey
+	fast map[string]*verifyKey // the same keys, ready to verify with
 }
 
 // NewTrustedKeys builds a set, refusing (ErrBadKey) any key that fails
 // CheckPublicKey.
 func NewTrustedKeys(pubs ...ed25519.PublicKey) (*TrustedKeys, error) {
-	t := &TrustedKeys{keys: make(map[string]ed25519.PublicKey, len(pubs))}
+	t := &TrustedKeys{keys: make(map[string]ed25519.PublicKey, len(pubs)), fast: make(map[string]*verifyKey, len(pubs))}
 	for _, p := range pubs {
-		if err := CheckPublicKey(p); err != nil {
+		k, err := newVerifyKey(p)
+		if err != nil {
 			return nil, err
 		}
-		t.keys[KeyID(p)] = bytes.Clone(p)
+		t.keys[KeyID(p)] = k.pub
+		t.fast[KeyID(p)] = k
 	}
 	return t, nil
 }
@@ -421,13 +433,23 @@ func (t *TrustedKeys) Key(id string) (ed25519.PublicKey, bool) {
 // VerifyEvent checks s as the signature of the event whose hash is hash.
 // Errors wrap ErrUnknownKey, ErrBadKey or ErrBadSignature.
 func (t *TrustedKeys) VerifyEvent(hash string, s Signature) error {
-	pub, ok := t.keys[s.KeyID]
+	k, msg, sig, err := t.prepare(hash, s)
+	if err != nil {
+		return err
+	}
+	return k.verify(msg, sig)
+}
+
+// prepare is VerifyEvent up to the curve arithmetic: the key, the signed
+// statement and the decoded signature.
+func (t *TrustedKeys) prepare(hash string, s Signature) (*verifyKey, []byte, []byte, error) {
+	k, ok := t.fast[s.KeyID]
 	if !ok {
-		return fmt.Errorf("%w: %q", ErrUnknownKey, s.KeyID)
+		return nil, nil, nil, fmt.Errorf("%w: %q", ErrUnknownKey, s.KeyID)
 	}
 	sig, err := base64.StdEncoding.Strict().DecodeString(s.Sig)
 	if err != nil {
-		return fmt.Errorf("%w: not base64", ErrBadSignature)
+		return nil, nil, nil, fmt.Errorf("%w: not base64", ErrBadSignature)
 	}
-	return verifyChecked(pub, Statement(hash, s.KeyID), sig)
+	return k, Statement(hash, s.KeyID), sig, nil
 }

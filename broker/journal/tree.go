@@ -49,25 +49,42 @@ func (t *Tree) AppendHash(h tlog.Hash) {
 func (t *Tree) Size() int64 { return t.n }
 
 // Root returns the tree hash of the first n leaves.
-func (t *Tree) Root(n int64) (tlog.Hash, error) {
-	if n < 0 || n > t.n {
-		return tlog.Hash{}, fmt.Errorf("%w: tree of %d leaves has no size %d", ErrBadProofRequest, t.n, n)
-	}
-	return tlog.TreeHash(n, t)
-}
+func (t *Tree) Root(n int64) (tlog.Hash, error) { return rootOf(t, n) }
 
 // ConsistencyProof proves that the tree of size old is a prefix of the
 // tree of size n.
 func (t *Tree) ConsistencyProof(old, n int64) (tlog.TreeProof, error) {
-	if old < 1 || old > n || n > t.n {
-		return nil, fmt.Errorf("%w: no consistency proof from %d to %d in a tree of %d", ErrBadProofRequest, old, n, t.n)
-	}
-	return tlog.ProveTree(n, old, t)
+	return consistencyOf(t, old, n)
 }
 
 // InclusionProof proves that leaf i is in the tree of size n.
 func (t *Tree) InclusionProof(i, n int64) (tlog.RecordProof, error) {
-	if i < 0 || i >= n || n > t.n {
+	return inclusionOf(t, i, n)
+}
+
+// hashTree is a tree whose stored hashes can be read: a Tree in memory, a
+// TileTree on disk.
+type hashTree interface {
+	tlog.HashReader
+	Size() int64
+}
+
+func rootOf(t hashTree, n int64) (tlog.Hash, error) {
+	if n < 0 || n > t.Size() {
+		return tlog.Hash{}, fmt.Errorf("%w: tree of %d leaves has no size %d", ErrBadProofRequest, t.Size(), n)
+	}
+	return tlog.TreeHash(n, t)
+}
+
+func consistencyOf(t hashTree, old, n int64) (tlog.TreeProof, error) {
+	if old < 1 || old > n || n > t.Size() {
+		return nil, fmt.Errorf("%w: no consistency proof from %d to %d in a tree of %d", ErrBadProofRequest, old, n, t.Size())
+	}
+	return tlog.ProveTree(n, old, t)
+}
+
+func inclusionOf(t hashTree, i, n int64) (tlog.RecordProof, error) {
+	if i < 0 || i >= n || n > t.Size() {
 		return nil, fmt.Errorf("%w: no inclusion proof of leaf %d in a tree of %d", ErrBadProofRequest, i, n)
 	}
 	return tlog.ProveRecord(n, i, t)

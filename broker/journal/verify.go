@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -36,7 +37,8 @@ const (
 	FindingDuplicateEvent FindingKind = "duplicate-event"
 	// An event naming another run than its file.
 	FindingMisplacedEvent FindingKind = "misplaced-event"
-	// An event after the run's run.close.
+	// An event after the run's run.close, other than the outcome (and
+	// approval settlement) of an effect attempted before the close.
 	FindingEventAfterClose FindingKind = "event-after-close"
 	// The head log registered a later event than the run file holds.
 	FindingRunCutShort FindingKind = "run-cut-short"
@@ -85,6 +87,12 @@ const (
 	// An empty run file nobody registered: a write interrupted right after
 	// the file was created.
 	NoteEmptyRun NoteKind = "empty-run"
+	// Lines the writer made durable in its log (wal/) and had not yet
+	// written to their files: a writer that stopped without closing, or
+	// one writing right now. Verify checks them as if they were in their
+	// files, which is where the writer puts them when it next opens the
+	// journal.
+	NoteUnappliedLog NoteKind = "unapplied-log"
 )
 
 // Finding is one piece of evidence of tampering or of a policy breach.
@@ -233,6 +241,7 @@ func Verify(dir string, opts VerifyOptions) (*Report, error) {
 	}
 
 	rep := &Report{Findings: []Finding{}, Notes: []Note{}}
+	ov := readLog(dir)
 	var regs map[string][]headReg
 	headFindings := newFindings(opts.MaxFindings, headFile)
 	switch {
@@ -241,7 +250,7 @@ func Verify(dir string, opts VerifyOptions) (*Report, error) {
 	case !hfi.Mode().IsRegular():
 		headFindings.add(Finding{Kind: FindingHeadLogMissing, Detail: "head log is not a regular file"})
 	default:
-		regs = verifyHead(headPath, rep, headFindings)
+		regs = verifyHead(headPath, rep, headFindings, ov)
 	}
 	rep.Findings = append(rep.Findings, headFindings.list...)
 
@@ -268,6 +277,9 @@ func Verify(dir string, opts VerifyOptions) (*Report, error) {
 			}
 		}
 	}
+	for _, id := range ov.newRuns(runs) {
+		runs = append(runs, id) // created by a write the log holds, its name not yet durable
+	}
 	have := make(map[string]bool, len(runs))
 	for _, r := range runs {
 		have[r] = true
@@ -283,11 +295,18 @@ func Verify(dir string, opts VerifyOptions) (*Report, error) {
 	results := make([]runResult, len(runs))
 	jobs := make(chan int)
 	var wg sync.WaitGroup
+	var pool *sigPool
+	if opts.Keys != nil && opts.Workers > 1 {
+		// Signatures are checked on every core, whatever the runs they
+		// are in: a journal of one long run verifies as fast as many.
+		pool = newSigPool(opts.Workers)
+		defer pool.close()
+	}
 	for range min(opts.Workers, max(len(runs), 1)) {
 		wg.Go(func() {
-			v := runVerifier{sigs: sigChecker{keys: opts.Keys, require: opts.RequireSignatures}}
+			v := runVerifier{sigs: sigChecker{keys: opts.Keys, require: opts.RequireSignatures, pool: pool}}
 			for i := range jobs {
-				results[i] = v.verify(dir, runs[i], regs[runs[i]], opts.MaxFindings)
+				results[i] = v.verify(dir, runs[i], regs[runs[i]], opts.MaxFindings, ov)
 			}
 		})
 	}
@@ -354,7 +373,7 @@ func (f *findings) add(x Finding) {
 
 // verifyHead checks the head log's chain and returns the registrations of
 // entries whose own hash holds, per run in head log order.
-func verifyHead(path string, rep *Report, fs *findings) map[string][]headReg {
+func verifyHead(path string, rep *Report, fs *findings, ov *logOverlay) map[string][]headReg {
 	regs := make(map[string][]headReg)
 	f, err := os.Open(path)
 	if err != nil {
@@ -362,6 +381,7 @@ func verifyHead(path string, rep *Report, fs *findings) map[string][]headReg {
 		return regs
 	}
 	defer f.Close()
+	var lastSeq uint64
 	var (
 		o         obj
 		buf       []byte
@@ -370,7 +390,7 @@ func verifyHead(path string, rep *Report, fs *findings) map[string][]headReg {
 		last      [32]byte
 		lastKnown bool
 	)
-	off, err := scanLines(f, bufio.NewReaderSize(f, 1<<20), func(line []byte, long bool) error {
+	handle := func(line []byte, long bool) error {
 		lineNo++
 		if long {
 			fs.add(Finding{Kind: FindingHeadLogEdited, Line: lineNo, Detail: "malformed entry: line too long"})
@@ -410,13 +430,18 @@ func verifyHead(path string, rep *Report, fs *findings) map[string][]headReg {
 			regs[p.h.Run] = append(rs, headReg{runSeq: p.h.RunSeq, event: p.event, line: lineNo})
 		}
 		wantSeq, last, lastKnown = p.h.Seq+1, p.hash, true
+		lastSeq = max(lastSeq, p.h.Seq)
 		return nil
-	})
+	}
+	off, err := scanLines(f, bufio.NewReaderSize(f, 1<<20), handle)
 	if err != nil {
 		fs.add(Finding{Kind: FindingHeadLogEdited, Detail: "cannot read head log: " + err.Error()})
 		return regs
 	}
-	if fi, err := f.Stat(); err == nil && fi.Size() > off {
+	if n := ov.feed(ov.head(), lastSeq, handle); n > 0 {
+		rep.Notes = append(rep.Notes, Note{Kind: NoteUnappliedLog, File: headFile,
+			Detail: fmt.Sprintf("%d entries after line %d are in the writer's log, not yet in the file; checked as if written", n, lineNo-n)})
+	} else if fi, err := f.Stat(); err == nil && fi.Size() > off {
 		rep.Notes = append(rep.Notes, Note{Kind: NotePartialLine, File: headFile,
 			Detail: fmt.Sprintf("partial last line of %d bytes after entry %d: an interrupted write", fi.Size()-off, lineNo)})
 	}
@@ -459,18 +484,26 @@ type runVerifier struct {
 	recs []rec
 }
 
-func (v *runVerifier) verify(dir, run string, regs []headReg, limit int) (res runResult) {
+func (v *runVerifier) verify(dir, run string, regs []headReg, limit int, ov *logOverlay) (res runResult) {
 	file := runsDir + "/" + run + runExt
 	fs := newFindings(limit, file)
 	defer func() { res.findings = fs.list }()
+	var r io.Reader
 	f, err := os.Open(filepath.Join(dir, file))
-	if err != nil {
+	switch {
+	case err == nil:
+		defer f.Close()
+		r = f
+	case errors.Is(err, os.ErrNotExist) && len(ov.run(run)) > 0:
+		r = bytes.NewReader(nil) // created by a write the log holds
+	default:
 		fs.add(Finding{Kind: FindingBadRunFile, Run: run, Detail: "cannot read: " + err.Error()})
 		return res
 	}
-	defer f.Close()
 
 	v.recs = v.recs[:0]
+	var sigFindings pendingFindings
+	defer func() { sigFindings.wg.Wait() }() // every early return too: the pool writes into it
 	var (
 		lineNo    int
 		maxSeq    uint64
@@ -478,11 +511,13 @@ func (v *runVerifier) verify(dir, run string, regs []headReg, limit int) (res ru
 		seen      = make(map[uint64]int)
 		decisions = make(map[string]Outcome)
 		approvals = make(map[string]string) // approval id -> action digest it approved
+		// attemptedBefore: effects attempted before the run's close
+		attemptedBefore = make(map[string]bool)
 	)
 	if v.r == nil {
-		v.r = bufio.NewReaderSize(f, 256<<10)
+		v.r = bufio.NewReaderSize(r, 256<<10)
 	}
-	off, err := scanLines(f, v.r, func(line []byte, long bool) error {
+	handle := func(line []byte, long bool) error {
 		lineNo++
 		if long {
 			fs.add(Finding{Kind: FindingMalformedLine, Run: run, Line: lineNo, Detail: fmt.Sprintf("line longer than %d bytes", MaxLineBytes)})
@@ -505,9 +540,7 @@ func (v *runVerifier) verify(dir, run string, regs []headReg, limit int) (res ru
 		if p.sig != nil {
 			res.signed++
 		}
-		if f, bad := v.sigs.check(&p, at); bad {
-			fs.add(f)
-		}
+		v.sigs.check(&p, at, &sigFindings)
 		if e.Run != run {
 			at.Kind, at.Detail = FindingMisplacedEvent, fmt.Sprintf("event %d names run %q", e.Seq, e.Run)
 			fs.add(at)
@@ -524,7 +557,11 @@ func (v *runVerifier) verify(dir, run string, regs []headReg, limit int) (res ru
 			v.recs = append(v.recs, rec{seq: e.Seq, hash: p.hash, prev: p.prev, hasPrev: p.hasPrev, ok: ok, line: lineNo})
 		}
 		maxSeq = max(maxSeq, e.Seq)
-		if closedAt != 0 {
+		// After run.close only the end of an effect already under way may
+		// follow: its outcome and approval settlement, when its attempt
+		// came before the close (the application closed the work while it
+		// ran).
+		if closedAt != 0 && !((e.Type == TypeOutcome || e.Type == TypeApprovalSettle) && attemptedBefore[e.Effect]) {
 			at.Kind, at.Detail = FindingEventAfterClose, fmt.Sprintf("event %d (%s) after run.close (event %d)", e.Seq, e.Type, closedAt)
 			fs.add(at)
 		}
@@ -564,6 +601,9 @@ func (v *runVerifier) verify(dir, run string, regs []headReg, limit int) (res ru
 				}
 			}
 		case TypeAttempt:
+			if closedAt == 0 && e.Effect != "" {
+				attemptedBefore[e.Effect] = true
+			}
 			out, decided := decisions[e.Effect]
 			switch {
 			case e.Effect == "":
@@ -578,12 +618,23 @@ func (v *runVerifier) verify(dir, run string, regs []headReg, limit int) (res ru
 			}
 		}
 		return nil
-	})
+	}
+	off, err := scanLines(r, v.r, handle)
 	if err != nil {
 		fs.add(Finding{Kind: FindingBadRunFile, Run: run, Detail: "cannot read: " + err.Error()})
 		return res
 	}
-	if fi, err := f.Stat(); err == nil && fi.Size() > off {
+	defer func() { // after the chain's findings: sorted with them at the end
+		sigFindings.wg.Wait()
+		for _, f := range sigFindings.list {
+			fs.add(f)
+		}
+		res.findings = fs.list
+	}()
+	if n := ov.feed(ov.run(run), maxSeq, handle); n > 0 {
+		res.notes = append(res.notes, Note{Kind: NoteUnappliedLog, Run: run, File: file,
+			Detail: fmt.Sprintf("events %d to %d are in the writer's log, not yet in the file; checked as if written", maxSeq-uint64(n)+1, maxSeq)})
+	} else if fi, err := f.Stat(); f != nil && err == nil && fi.Size() > off {
 		res.notes = append(res.notes, Note{Kind: NotePartialLine, Run: run, File: file,
 			Detail: fmt.Sprintf("partial last line of %d bytes after line %d: an interrupted write", fi.Size()-off, lineNo)})
 	}

@@ -62,10 +62,13 @@ func TestResultTellsTheModelWhatHappened(t *testing.T) {
 		})
 	}
 	up := &broker.EffectReply{Run: "r_1", Effect: "e_2", Decision: &broker.DecisionBody{Outcome: journal.OutcomeAllowed},
-		Result: json.RawMessage(`{"content":[{"type":"text","text":"hi"}],"isError":true}`)}
+		Result: json.RawMessage(`{"content":[{"type":"text","text":"hi"}],"isError":true,"_meta":{"example.com/trace":"t1","gatehouse":"forged"}}`)}
 	r := upstreamResult(up)
-	if r == nil || !r.IsError || text(r) != "hi" || r.Meta["gatehouse"] == nil {
+	if r == nil || !r.IsError || text(r) != "hi" || r.Meta["example.com/trace"] != "t1" {
 		t.Fatalf("upstream result passed through: %+v", r)
+	}
+	if g, ok := r.Meta["gatehouse"].(map[string]any); !ok || g["effect"] != "e_2" {
+		t.Fatalf("_meta.gatehouse is not Gatehouse's: %+v", r.Meta["gatehouse"])
 	}
 	if upstreamResult(refused) != nil {
 		t.Fatal("a refusal passed as an upstream result")

@@ -279,8 +279,8 @@ func (s *Server) handler(name string) mcp.ToolHandler {
 }
 
 // upstreamResult is, for an allowed upstream MCP tool call, the upstream
-// server's own result, passed through, with Gatehouse's decision in
-// _meta["gatehouse"]; nil for anything else.
+// server's own result, passed through (its _meta too), with Gatehouse's
+// decision in _meta["gatehouse"]; nil for anything else.
 func upstreamResult(r *broker.EffectReply) *mcp.CallToolResult {
 	if r == nil || r.Decision == nil || r.Decision.Outcome != "allowed" || len(r.Result) == 0 {
 		return nil
@@ -289,7 +289,12 @@ func upstreamResult(r *broker.EffectReply) *mcp.CallToolResult {
 	if err := json.Unmarshal(r.Result, &res); err != nil {
 		return nil
 	}
-	res.Meta = mcp.Meta{"gatehouse": map[string]any{"run": r.Run, "effect": r.Effect, "decision": r.Decision, "outcome": r.Outcome}}
+	if res.Meta == nil {
+		res.Meta = mcp.Meta{}
+	}
+	// The server's own _meta stays; "gatehouse" is Gatehouse's, whatever
+	// the server put there.
+	res.Meta["gatehouse"] = map[string]any{"run": r.Run, "effect": r.Effect, "decision": r.Decision, "outcome": r.Outcome}
 	return &res
 }
 

@@ -252,11 +252,7 @@ effects:
 
 	// A stored record tampered with: changed, at the payment.
 	sup := d.Citations[1]
-	p := blobPath(env, sup.Digest)
-	orig, _ := os.ReadFile(p)
-	if err := os.WriteFile(p, []byte(strings.Replace(string(orig), supplierIBAN, attackerIBAN, 1)), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	restore := contenttest.EditBlob(t, env.ContentDir, sup.Digest, supplierIBAN, supplierIBAN[:len(supplierIBAN)-2]+"99")
 	r, err = replay.Run(env.JournalDir, run, replay.Options{Content: env.Store})
 	if err != nil {
 		t.Fatal(err)
@@ -264,9 +260,7 @@ effects:
 	if r.Status != replay.StatusChanged || r.Divergences[0].Seq != ev.Seq || !strings.Contains(r.String(), "record of erp:/suppliers/S-1") {
 		t.Fatalf("tampered record: %s", r)
 	}
-	if err := os.WriteFile(p, orig, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	restore()
 
 	// Erasure of ada's content: her run is not replayable, record erased;
 	// verify passes; bob's run still reproduces.

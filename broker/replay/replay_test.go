@@ -168,11 +168,7 @@ func TestChangedPolicyOrContentDivergesAndSaysWhere(t *testing.T) {
 	ds := decisions(t, env, run)
 
 	// The recorded policy's source edited in the store: changed.
-	polPath := blobPath(env, ds[0].PolicyDigest)
-	orig, _ := os.ReadFile(polPath)
-	if err := os.WriteFile(polPath, []byte(strings.Replace(string(orig), "leak*", "nothing*", 1)), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	restore := contenttest.EditBlob(t, env.ContentDir, ds[0].PolicyDigest, "leak*", "none*")
 	r, err := replay.Run(env.JournalDir, run, replay.Options{Content: env.Store})
 	if err != nil {
 		t.Fatal(err)
@@ -180,14 +176,10 @@ func TestChangedPolicyOrContentDivergesAndSaysWhere(t *testing.T) {
 	if r.Status != replay.StatusChanged || !strings.Contains(r.String(), "policy does not match its digest") || r.Divergences[0].Seq != 2 {
 		t.Fatalf("edited policy: %s", r)
 	}
-	os.WriteFile(polPath, orig, 0o600)
+	restore()
 
 	// The refused request's content edited: changed, at that event.
-	reqPath := blobPath(env, ds[1].RequestDigest)
-	b, _ := os.ReadFile(reqPath)
-	if err := os.WriteFile(reqPath, []byte(strings.Replace(string(b), "leak-everything", "ok", -1)), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	contenttest.EditBlob(t, env.ContentDir, ds[1].RequestDigest, "leak-everything", "okay-everything")
 	r, err = replay.Run(env.JournalDir, run, replay.Options{Content: env.Store})
 	if err != nil {
 		t.Fatal(err)
@@ -241,8 +233,3 @@ func TestErasureKeepsVerifyAndStopsReplay(t *testing.T) {
 type clock struct{ t time.Time }
 
 func (c *clock) now() time.Time { return c.t }
-
-func blobPath(env *contenttest.Env, d string) string {
-	h := strings.TrimPrefix(d, "sha256:")
-	return filepath.Join(env.ContentDir, "sha256", h[:2], h[2:])
-}

@@ -47,6 +47,7 @@ const (
 // wrote:
 //
 //	gatehouse.v1.agent.<agent>.effect.<sink>    an agent proposes an effect
+//	gatehouse.v1.agent.<agent>.peer.next        ... takes its next peer message
 //	gatehouse.v1.app.<app>.work.open            an application opens work
 //	gatehouse.v1.app.<app>.work.close           ... closes a run it opened
 //	gatehouse.v1.app.<app>.approval.<op>        ... decides, lists, gets approvals
@@ -250,6 +251,17 @@ const (
 	MemoryBucket = "gatehouse_memory"
 )
 
+// Buckets of the code sink's registry of stored integrations.
+const (
+	// IntegrationsBucket is the JetStream KV bucket holding each stored
+	// integration's entry (program, declared effect, source digest,
+	// contract), keyed by its name.
+	IntegrationsBucket = "gatehouse_integrations"
+	// IntegrationCodeBucket is the JetStream Object Store holding stored
+	// integrations' sources, named by their SHA-256.
+	IntegrationCodeBucket = "gatehouse_integration_code"
+)
+
 // Peer messages (the peer sink). Every message to an agent, whatever its
 // kind, is published on that agent's own subject, so an agent reads one
 // place and NATS permissions can keep agents apart by subject:
@@ -260,7 +272,8 @@ const (
 // new sub-run (the recipient's to act in) for a delegation, the recipient's
 // own run of the same work for a broadcast. Messages are stored in PeerStream
 // (work-queue retention), one durable pull consumer per agent named by
-// PeerConsumer, which only the broker creates; agents fetch from it.
+// PeerConsumer, which only the broker creates and reads: an agent asks a
+// broker for its next message (PeerNext).
 const (
 	// PeerPrefix is followed by an agent name and a run id. Only brokers
 	// publish here, as the peer sink's decided effect.
@@ -287,6 +300,23 @@ func PeerFilter(agent string) string { return PeerPrefix + "." + agent + ".>" }
 
 // PeerConsumer names agent's durable consumer on PeerStream.
 func PeerConsumer(agent string) string { return PeerConsumerPrefix + agent }
+
+// PeerNextOp is what an agent asks, after gatehouse.v1.agent.<agent>, for
+// its next peer message: agents read their queue through Gatehouse, never
+// from JetStream, since JetStream answers an API request, a fetch or an
+// acknowledgement on whatever reply subject the requester names, and the
+// server checks only the subject published to. So no agent credential
+// holds any $JS permission.
+const PeerNextOp = "peer.next"
+
+// PeerNext is the subject named agent asks for its next peer message on
+// (broker.PeerNextRequest); the shared agent credential has no peer
+// messages and may not publish here.
+func PeerNext(agent string) string { return AgentPrefix + "." + agent + "." + PeerNextOp }
+
+// PeerNextEndpoint is the subject a broker serves PeerNext on, for every
+// agent identity.
+const PeerNextEndpoint = AgentPrefix + ".*." + PeerNextOp
 
 // MaxAgentLen bounds an agent or application name used in subjects.
 const MaxAgentLen = 64

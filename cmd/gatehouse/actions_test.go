@@ -50,6 +50,7 @@ integrations:
 		set = s
 		return s.sinks
 	})
+	storeExampleIntegration(t, set.sinks)
 	run := &broker.Run{ID: broker.NewRunID(time.Now()), For: policy.Principal{Tenant: "acme", Person: "ada"}, Scopes: []string{}}
 	seen := map[policy.Sink]bool{}
 	for _, s := range set.sinks {

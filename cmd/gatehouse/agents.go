@@ -136,7 +136,7 @@ func cmdIdentities(_ context.Context, env *cliEnv, args []string, class subject.
 	if err := identity.CheckOrigin(policy.Origin(origin)); err != nil {
 		return usageError("--origin: %v", err)
 	}
-	var seed string
+	var seed, mcpNote string
 	err = editRegistry(dataDir, func(reg *identity.Registry) error {
 		now := time.Now().UTC()
 		seed = credsOf(dataDir, class, name)
@@ -157,8 +157,10 @@ func cmdIdentities(_ context.Context, env *cliEnv, args []string, class subject.
 			if err := reg.Touch(class, name, now); err != nil {
 				return err
 			}
-			_, err := embedded.NewSeed(seed)
-			return err
+			if _, err := embedded.NewSeed(seed); err != nil {
+				return err
+			}
+			return rotateMCPToken(dataDir, class, name, &mcpNote)
 		default: // remove
 			err := reg.RemoveApp(name)
 			if class == subject.ClassAgent {
@@ -169,6 +171,13 @@ func cmdIdentities(_ context.Context, env *cliEnv, args []string, class subject.
 			}
 			if err := os.Remove(seed); err != nil && !errors.Is(err, os.ErrNotExist) {
 				return err
+			}
+			if class == subject.ClassAgent {
+				// The agent's other credential: a token of a removed name must
+				// not reach whoever is registered under it later.
+				if err := os.Remove(mcpTokenPath(dataDir, name)); err != nil && !errors.Is(err, os.ErrNotExist) {
+					return err
+				}
 			}
 			return nil
 		}
@@ -186,7 +195,26 @@ func cmdIdentities(_ context.Context, env *cliEnv, args []string, class subject.
 	if sub != "remove" {
 		fmt.Fprintf(env.stdout, "  credential %s (nkey seed, mode 0600: hand it to %s only)\n", seed, name)
 	}
+	if mcpNote != "" {
+		fmt.Fprintf(env.stdout, "  %s\n", mcpNote)
+	}
 	fmt.Fprintln(env.stdout, "  a running 'gatehouse serve' on this data dir applies it now; an external NATS needs 'gatehouse agents nats-conf' in its config")
+	return nil
+}
+
+// rotateMCPToken remakes a named agent's MCP bearer token (serve
+// --mcp-http), if it has one, with its seed: both are credentials of the
+// identity, and a rotation must cut off a leaked one of either. note says
+// what was done.
+func rotateMCPToken(dataDir string, class subject.Class, name string, note *string) error {
+	path := mcpTokenPath(dataDir, name)
+	if _, err := os.Stat(path); class != subject.ClassAgent || errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if _, err := newMCPToken(dataDir, name); err != nil {
+		return fmt.Errorf("remake the MCP token: %w", err)
+	}
+	*note = "MCP token remade: " + path + " (the old one no longer works; give the agent's MCP client the new one)"
 	return nil
 }
 

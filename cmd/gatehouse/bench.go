@@ -31,7 +31,9 @@ sustained decisions per second and p50/p99 latency, and the journal lag
 (stream last sequence minus the writer's ack floor) sampled during the run.
 
 --bare first measures a bare NATS request/reply of the same size, with the
-same number of connections, on the same NATS, for comparison.
+same number of connections, on the same NATS, for comparison, and the last
+line gives the two ratios: decisions per second as a share of bare
+requests per second, and the p50 as a multiple of the bare p50.
 --acked FILE writes "<run> <effect>" for every decision acknowledged as
 recorded, one a line, so a test can look for each in the journal.
 
@@ -51,6 +53,23 @@ type benchReport struct {
 	Gatehouse  benchFigures  `json:"gatehouse"`
 	Bare       *benchFigures `json:"bare,omitempty"`
 	JournalLag *benchLag     `json:"journal_lag,omitempty"`
+	// Ratios compares the two, with --bare.
+	Ratios *benchRatios `json:"ratios,omitempty"`
+}
+
+// benchRatios is Gatehouse against the bare request/reply of the same run:
+// decisions per second as a share of bare requests per second, and p50
+// as a multiple of the bare p50.
+type benchRatios struct {
+	Throughput float64 `json:"throughput"` // 0.14: 14% of bare
+	P50        float64 `json:"p50"`        // 6.6: 6.6 times bare
+}
+
+func ratios(g, bare *benchFigures) *benchRatios {
+	if bare == nil || bare.PerSecond == 0 || bare.P50us == 0 {
+		return nil
+	}
+	return &benchRatios{Throughput: g.PerSecond / bare.PerSecond, P50: g.P50us / bare.P50us}
 }
 
 type benchFigures struct {
@@ -152,6 +171,7 @@ func cmdBench(ctx context.Context, env *cliEnv, args []string) error {
 		return err
 	}
 	rep.Gatehouse = f
+	rep.Ratios = ratios(&rep.Gatehouse, rep.Bare)
 	if c.acked != "" {
 		if err := os.WriteFile(c.acked, []byte(strings.Join(acked, "")), 0o600); err != nil {
 			return fmt.Errorf("--acked: %w", err)
@@ -187,6 +207,10 @@ func printBench(env *cliEnv, r *benchReport) {
 	if r.JournalLag != nil {
 		fmt.Fprintf(env.stdout, "journal lag: max %d, at the end %d, drained %.2fs after the load\n",
 			r.JournalLag.Max, r.JournalLag.Final, r.JournalLag.DrainSeconds)
+	}
+	if r.Ratios != nil { // the last line, for scripts
+		fmt.Fprintf(env.stdout, "effects ÷ bare: %.1f%% of bare requests/s, p50 %.1f× bare p50\n",
+			100*r.Ratios.Throughput, r.Ratios.P50)
 	}
 }
 

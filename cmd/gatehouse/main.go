@@ -93,6 +93,7 @@ Commands:
   status    show a deployment as an operator sees it: NATS servers, streams, brokers, the writer's lag
   bench     drive many agents over NATS and report decisions/s, latency and journal lag
   sandbox   self-test the sandbox tiers on this machine (sandbox check)
+  contract  read the operations a Python program can send (contract read FILE)
   version   print the version
 
 Run 'gatehouse <command> --help' for a command's flags.
@@ -143,6 +144,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 		return cmdBench(ctx, env, rest)
 	case "sandbox":
 		return cmdSandbox(ctx, env, rest)
+	case "contract":
+		return cmdContract(ctx, env, rest)
 	case "version", "--version":
 		fmt.Fprintln(stdout, "gatehouse", version)
 		return nil

@@ -18,7 +18,8 @@ import (
 )
 
 const mcpUsage = `Usage:
-  gatehouse mcp --run RUN [--agent NAME] [--approval-wait 10m]   serve Gatehouse to an agent's MCP client on stdio
+  gatehouse mcp --run RUN [--agent NAME] [--approval-wait 10m] [--log-level warn]
+                                                                 serve Gatehouse to an agent's MCP client on stdio
   gatehouse mcp token NAME [--data-dir DIR]                      make (or remake) a named agent's bearer token for serve --mcp-http
   gatehouse mcp upstream list|show|accept ...                    the pinned tool lists of upstream MCP servers (serve --mcp-servers)
 
@@ -54,6 +55,7 @@ func cmdMCP(ctx context.Context, env *cliEnv, args []string) error {
 	fs.StringVar(&run, "run", "", "the run id the application opened for this agent (required)")
 	fs.StringVar(&cf.agent, "agent", "", "connect as this named agent, with its own credential (serve --agents)")
 	fs.DurationVar(&wait, "approval-wait", 10*time.Minute, "how long a call held for approval waits for a person when the client sent a progress token (0: never waits)")
+	logLevel := fs.String("log-level", "warn", "what is logged on stderr: debug, info, warn or error")
 	pos, err := fs.parse(args)
 	if err != nil {
 		return err
@@ -69,7 +71,7 @@ func cmdMCP(ctx context.Context, env *cliEnv, args []string) error {
 		return err
 	}
 	defer c.Close()
-	log, err := newLogger(env, "text", "warn")
+	log, err := newLogger(env, "text", *logLevel)
 	if err != nil {
 		return err
 	}
@@ -77,7 +79,9 @@ func cmdMCP(ctx context.Context, env *cliEnv, args []string) error {
 	if err != nil {
 		return usageError("%v", err)
 	}
-	t := &mcp.IOTransport{Reader: nopReadCloser{env.stdin}, Writer: nopWriteCloser{env.stdout}, MaxLineLength: 4 << 20}
+	// Not the SDK's bare IOTransport: one bad line from the client would
+	// end the session (see mcpserver.StdioTransport).
+	t := &mcpserver.StdioTransport{In: env.stdin, Out: env.stdout, Logger: log}
 	err = srv.MCP().Run(ctx, t)
 	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, mcp.ErrConnectionClosed) {
 		return nil

@@ -9,7 +9,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -201,7 +200,9 @@ func startMCPHTTP(addr string, toks *mcpTokens, runs func(context.Context, strin
 	h := mcp.NewStreamableHTTPHandler(m.server, &mcp.StreamableHTTPOptions{Logger: log, SessionTimeout: 30 * time.Minute,
 		MaxRequestBodyBytes: 2 * broker.MaxRequestBytes})
 	mux := http.NewServeMux()
-	mux.Handle("/mcp", auth.RequireBearerToken(toks.verify, nil)(m.bind(h)))
+	// Origin first (DNS rebinding), then the bearer token, every 401 with
+	// its challenge.
+	mux.Handle("/mcp", mcpserver.CheckOrigin(mcpserver.Challenge("gatehouse", auth.RequireBearerToken(toks.verify, nil)(m.bind(h)))))
 	m.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	go func() {
 		if err := m.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
@@ -289,11 +290,15 @@ func (m *mcpHTTP) server(r *http.Request) *mcp.Server {
 	return s.MCP()
 }
 
-// agent returns the agent's own connection, dialing it on first use.
+// agent returns the agent's own connection, dialing it on first use and
+// again whenever it is not connected: once the agent's credential is
+// rotated or removed the server drops the connection and its reconnects
+// (with the old seed) fail, so a new dial takes the current seed, or fails.
+// A connection replaced while reconnecting ends by itself.
 func (m *mcpHTTP) agent(name string) (*client.Client, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if c, ok := m.conns[name]; ok {
+	if c, ok := m.conns[name]; ok && c.Conn().IsConnected() {
 		return c, nil
 	}
 	c, err := m.dial(name)
@@ -303,11 +308,3 @@ func (m *mcpHTTP) agent(name string) (*client.Client, error) {
 	m.conns[name] = c
 	return c, nil
 }
-
-type nopReadCloser struct{ io.Reader }
-
-func (nopReadCloser) Close() error { return nil }
-
-type nopWriteCloser struct{ io.Writer }
-
-func (nopWriteCloser) Close() error { return nil }

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -29,7 +30,6 @@ import (
 	"github.com/gatehouse/gatehouse/policy"
 	"github.com/gatehouse/gatehouse/sandbox"
 	"github.com/gatehouse/gatehouse/sinks/artifact"
-	"github.com/gatehouse/gatehouse/sinks/code"
 	"github.com/gatehouse/gatehouse/sinks/memory"
 	"github.com/gatehouse/gatehouse/sinks/output"
 	"github.com/gatehouse/gatehouse/sinks/peer"
@@ -69,6 +69,7 @@ type serveConfig struct {
 	replicas    int
 	logFormat   string
 	logLevel    string
+	pprofAddr   string
 
 	agents       listFlag
 	sandboxTiers listFlag
@@ -89,6 +90,7 @@ type serveConfig struct {
 	journalCapture     string
 	journalContentDays int
 	contentStore       string // dir or objectstore
+	journalDurability  string // auto, fsync or stream (journalpath.go)
 }
 
 func (c *serveConfig) journalDir() string { return filepath.Join(c.dataDir, "journal") }
@@ -122,7 +124,9 @@ func serveFlags(env *cliEnv, c *serveConfig) *flagSet {
 	c.mcp.register(fs)
 	fs.stringVar(&c.journalCapture, "journal-capture", envOr(env, "JOURNAL_CAPTURE", "full"), "what is kept of what decisions depended on, beside the journal in DATA_DIR/content: full (replayable), digests (verifiable only) or off (also $JOURNAL_CAPTURE)")
 	fs.stringVar(&c.contentStore, "content-store", "dir", "where captured content is kept: dir (DATA_DIR/content, this host only) or objectstore (the NATS Object Store bucket gatehouse_content, shared by every broker of a cluster)")
+	fs.stringVar(&c.journalDurability, "journal-durability", durabilityAuto, durabilityUsage)
 	fs.intVar(&c.journalContentDays, "journal-content-days", envInt(env, "JOURNAL_CONTENT_DAYS", 30), "erase captured content unused for this many days; 0 keeps it (also $JOURNAL_CONTENT_DAYS)")
+	fs.stringVar(&c.pprofAddr, "pprof", "", pprofUsage)
 	fs.stringVar(&c.logFormat, "log-format", "text", "text or json")
 	fs.stringVar(&c.logLevel, "log-level", "info", "debug, info, warn or error")
 	return fs
@@ -151,6 +155,11 @@ func cmdServe(ctx context.Context, env *cliEnv, args []string) error {
 	if c.dataDir, err = secureDataDir(c.dataDir, log); err != nil {
 		return err // before anything is written into it
 	}
+	stopPprof, err := startPprof(c.pprofAddr, log)
+	if err != nil {
+		return err
+	}
+	defer stopPprof()
 
 	// Identities: the register (gatehouse agents/apps) and --agents.
 	flagAgents, err := parseAgentsFlag(c.agents)
@@ -175,7 +184,7 @@ func cmdServe(ctx context.Context, env *cliEnv, args []string) error {
 		defer ns.Shutdown()
 		ids.ns = ns
 		if nc, err = ns.Connect(embedded.RoleBroker); err == nil {
-			rc, err = ns.Connect(embedded.RoleReplies)
+			rc, err = ns.Connect(embedded.RoleReplies, repliesErrors(log))
 		}
 	} else {
 		replies := c.natsReplies
@@ -183,7 +192,7 @@ func cmdServe(ctx context.Context, env *cliEnv, args []string) error {
 			replies = c.natsCreds
 		}
 		if nc, err = connectNATS(c.natsURL, c.natsCreds, "gatehouse-serve"); err == nil {
-			rc, err = connectNATS(c.natsURL, replies, "gatehouse-replies")
+			rc, err = connectNATS(c.natsURL, replies, "gatehouse-replies", repliesErrors(log))
 		}
 	}
 	if err != nil {
@@ -212,6 +221,7 @@ func cmdServe(ctx context.Context, env *cliEnv, args []string) error {
 	if err != nil {
 		return err
 	}
+	defer runs.Stop()
 	sb := detectSandbox(ctx, &c, log)
 	sinks, err := openSinks(ctx, js, &c, sb, log)
 	defer sinks.close()
@@ -235,17 +245,30 @@ func cmdServe(ctx context.Context, env *cliEnv, args []string) error {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	broker.RegisterJournalLag(reg, js) // gatehouse_journal_lag, with or without a writer in this process
-	// Strict mode also refuses while the journal writer reports it cannot
-	// write (a full disk): see broker.JournalGate.
-	var rec broker.Journal = broker.NewRecorder(js, 0)
-	if mode == policy.ModeStrict {
-		gate, err := broker.NewJournalGate(ctx, js, rec, c.replicas, log)
-		if err != nil {
-			return err
+	// The journal writer opens here, before anything is recorded, because
+	// the broker may record through it (--journal-durability); its loop
+	// runs below.
+	var (
+		loop             *writerLoop
+		writerErr        = make(chan error, 1)
+		wctx, stopWriter = context.WithCancel(context.Background())
+		wg               sync.WaitGroup
+	)
+	defer func() { stopWriter(); wg.Wait() }()
+	signKey := c.integrity.signingKey(env, log)
+	if !c.noWriter {
+		if loop, err = newWriterLoop(ctx, js, c.journalDir(), c.replicas, &c.integrity, signKey, log); err == nil {
+			err = loop.start()
 		}
-		defer gate.Close()
-		rec = gate
+		if err != nil {
+			return fmt.Errorf("journal writer: %w", err)
+		}
 	}
+	rec, closeRec, err := serveJournal(ctx, js, &c, mode, loop, log)
+	if err != nil {
+		return err
+	}
+	defer closeRec()
 	apv, err := openApprovals(ctx, js, c.redisURL, c.replicas, c.approvals, env.getenv, rec, log)
 	if err != nil {
 		return err
@@ -290,22 +313,7 @@ func cmdServe(ctx context.Context, env *cliEnv, args []string) error {
 	// (strict mode refuses effects) and retry, never stop serve; it signs
 	// checkpoints on the schedule. Only another writer holding the folder
 	// stops serve.
-	var (
-		loop             *writerLoop
-		writerErr        = make(chan error, 1)
-		wctx, stopWriter = context.WithCancel(context.Background())
-		wg               sync.WaitGroup
-	)
-	defer func() { stopWriter(); wg.Wait() }()
-	signKey := c.integrity.signingKey(env, log)
-	if !c.noWriter {
-		if loop, err = newWriterLoop(ctx, js, c.journalDir(), c.replicas, &c.integrity, signKey, log); err == nil {
-			err = loop.start()
-		}
-		if err != nil {
-			_ = svc.Close()
-			return fmt.Errorf("journal writer: %w", err)
-		}
+	if loop != nil {
 		wg.Go(func() { writerErr <- loop.run(wctx) })
 		registerWriterMetrics(reg, js, loop)
 	}
@@ -421,6 +429,7 @@ func cmdServe(ctx context.Context, env *cliEnv, args []string) error {
 	_ = srv.Shutdown(sctx)
 	mcpSrv.stop()
 	_ = svc.Close()
+	_ = b.Flush(sctx) // the outcomes of the last effects answered
 	if loop != nil && runErr == nil && loop.Ready() == nil {
 		// Let the writer catch up with what the brokers recorded, so the
 		// journal on disk is complete when serve exits.
@@ -495,7 +504,10 @@ func openSinks(ctx context.Context, js jetstream.JetStream, c *serveConfig, sb *
 	s.sinks = append(s.sinks, artifact.New(art, artifact.Config{}))
 
 	sameUID := sameUIDAllowed(c.mode)
-	codeSink := code.New(sb, code.Config{AllowSameUID: sameUID})
+	codeSink, err := openCode(ctx, js, c, sb, log, s, sameUID)
+	if err != nil {
+		return s, err
+	}
 	// Chromium starts on the first goto; screenshots go to the artifact
 	// store, under the names the artifact sink's get reads.
 	pool := browser.New(browser.Config{Logger: log, Artifacts: art,
@@ -695,6 +707,20 @@ func connectNATS(url, creds, name string, extra ...nats.Option) (*nats.Conn, err
 		opts = append(opts, o)
 	}
 	return nats.Connect(url, opts...)
+}
+
+// repliesErrors logs the asynchronous errors of the connection the broker
+// answers on, instead of printing them: the server's refusal of the start
+// probe (broker.ProbeReplies) is expected; any other permissions violation
+// is a reply the server kept from leaving the inbox spaces.
+func repliesErrors(log *slog.Logger) nats.Option {
+	return nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+		if errors.Is(err, nats.ErrPermissionViolation) && strings.Contains(err.Error(), subject.ProbeSubject) {
+			log.Debug("replies connection: the start probe was refused, as it must be", "err", err)
+			return
+		}
+		log.Error("replies connection", "err", err)
+	})
 }
 
 // endpoints is written to DATA_DIR/endpoints.json while serve runs, so the

@@ -417,16 +417,11 @@ func statusJournalWriter(ctx context.Context, rep *statusReport, js jetstream.Je
 	} else {
 		rep.Findings = append(rep.Findings, "no journal writer consumer: no writer has run yet ('gatehouse writer' or serve without --no-writer)")
 	}
-	if kv, err := js.KeyValue(ctx, broker.WriterHealthBucket); err == nil {
-		if e, err := kv.Get(ctx, broker.WriterHealthKey); err == nil {
-			var h broker.WriterHealth
-			if json.Unmarshal(e.Value(), &h) == nil {
-				w.Health = &h
-				if h.State == broker.WriterFailing {
-					rep.Findings = append(rep.Findings, fmt.Sprintf("the journal writer cannot write since %s: %s (strict brokers refuse effects)",
-						h.Since.UTC().Format(time.RFC3339), h.Reason))
-				}
-			}
+	if h, err := broker.ReadWriterHealth(ctx, js); err == nil { // from the leader: a replica may be behind
+		w.Health = &h
+		if h.State == broker.WriterFailing {
+			rep.Findings = append(rep.Findings, fmt.Sprintf("the journal writer cannot write since %s: %s (strict brokers refuse effects)",
+				h.Since.UTC().Format(time.RFC3339), h.Reason))
 		}
 	}
 	rep.Writer = w

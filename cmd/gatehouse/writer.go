@@ -9,7 +9,7 @@ import (
 	"github.com/gatehouse/gatehouse/broker/journal"
 )
 
-const writerUsage = `Usage: gatehouse writer --nats-url URL [--nats-creds FILE] [--journal-dir DIR] [--http ADDR]
+const writerUsage = `Usage: gatehouse writer --nats-url URL [--nats-creds FILE] [--journal-dir DIR] [--http ADDR] [--pprof ADDR]
                         [--signing-key-file FILE --log-origin NAME [--witness URL]... [--checkpoint-interval D]]
 
 Runs only the journal writer: it consumes the journal stream durably,
@@ -27,10 +27,12 @@ journal lag) and, with a signing key, the checkpoints: GET /checkpoint
 (the latest; ?fresh=1 signs one first when the log grew), POST
 /checkpoint (sign one now, witnesses cosign it; replies with it),
 /checkpoint/key, /checkpoint/proof?old=N&new=M and /.well-known/did.json.
+With --pprof it serves Go's /debug/pprof/ profiles on that address (an
+operator's; keep it private).
 `
 
 func cmdWriter(ctx context.Context, env *cliEnv, args []string) error {
-	var natsURL, creds, dir, logFormat, logLevel, httpAddr string
+	var natsURL, creds, dir, logFormat, logLevel, httpAddr, pprofAddr string
 	var integrity integrityFlags
 	var replicas int
 	fs := newEnvFlags(env, "writer", writerUsage)
@@ -39,6 +41,7 @@ func cmdWriter(ctx context.Context, env *cliEnv, args []string) error {
 	fs.stringVar(&dir, "journal-dir", ".gatehouse/journal", "the journal directory")
 	fs.intVar(&replicas, "replicas", 1, "JetStream replicas for the journal stream")
 	fs.stringVar(&httpAddr, "http", "", "serve /healthz, /readyz and /metrics on this address (empty: off)")
+	fs.stringVar(&pprofAddr, "pprof", "", pprofUsage)
 	integrity.register(fs)
 	fs.stringVar(&logFormat, "log-format", "text", "text or json")
 	fs.stringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
@@ -64,6 +67,11 @@ func cmdWriter(ctx context.Context, env *cliEnv, args []string) error {
 	if _, err := journal.EnsureStream(ctx, js, replicas); err != nil {
 		return fmt.Errorf("journal stream: %w", err)
 	}
+	stopPprof, err := startPprof(pprofAddr, log)
+	if err != nil {
+		return err
+	}
+	defer stopPprof()
 	signKey := integrity.signingKey(env, log)
 	loop, err := newWriterLoop(ctx, js, dir, replicas, &integrity, signKey, log)
 	if err != nil {

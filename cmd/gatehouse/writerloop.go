@@ -27,6 +27,13 @@ import (
 // something, so brokers do not flap between refusing and accepting while
 // the disk is still full.
 //
+// Every Writer it opens gets a journal.Committer too, so a broker in the
+// same process records through it (Committer, broker.Committed): its
+// decisions are fsynced in the journal, in group commits, before their
+// effects, with no JetStream in between. While no Writer is open
+// Committer returns nil and such a broker refuses in strict mode. A
+// Writer a direct commit failed ends its round like a failed Consume.
+//
 // Checkpoints (when a signing key is set) live inside the loop: every
 // Writer it opens gets a Checkpointer, detached before the Writer closes,
 // and run owns the goroutine that signs on the schedule, so a retry or a
@@ -39,10 +46,29 @@ type writerLoop struct {
 	health      jetstream.KeyValue // nil: not reported
 	checkpoints *liveCheckpoints   // nil: no checkpoints (no signing key)
 
-	written atomic.Uint64 // by writers closed so far
-	current atomic.Pointer[journal.Writer]
-	first   *journal.Writer        // opened by start, taken by run's first round
-	failing atomic.Pointer[string] // nil when the writer can write
+	written   atomic.Uint64 // by writers closed so far
+	current   atomic.Pointer[journal.Writer]
+	committer atomic.Pointer[journal.Committer] // current's
+	first     *journal.Writer                   // opened by start, taken by run's first round
+	failing   atomic.Pointer[string]            // nil when the writer can write
+}
+
+// Committer is the open Writer's Committer, nil while none is open.
+func (l *writerLoop) Committer() *journal.Committer { return l.committer.Load() }
+
+// serveWriter makes w the current Writer, with a Committer of its own.
+func (l *writerLoop) serveWriter(w *journal.Writer) {
+	l.current.Store(w)
+	l.committer.Store(journal.NewCommitter(w, journal.CommitterOptions{}))
+}
+
+// retireWriter stops taking direct commits for the current Writer (those
+// handed over are written first) and forgets it; the caller closes it.
+func (l *writerLoop) retireWriter() {
+	if c := l.committer.Swap(nil); c != nil {
+		c.Close()
+	}
+	l.current.Store(nil)
 }
 
 // Written is the events written by every incarnation of the writer.
@@ -109,12 +135,14 @@ func (l *writerLoop) start() error {
 		return nil
 	}
 	l.first = w
+	l.serveWriter(w) // direct commits are taken from now on, before run starts
 	return nil
 }
 
 func (l *writerLoop) run(ctx context.Context) error {
 	defer func() { // opened by start and never used: ctx ended first
 		if l.first != nil {
+			l.retireWriter()
 			_ = l.first.Close()
 			l.first = nil
 		}
@@ -131,8 +159,8 @@ func (l *writerLoop) run(ctx context.Context) error {
 		w, err := l.first, error(nil)
 		if l.first != nil {
 			l.first = nil
-		} else {
-			w, err = l.open()
+		} else if w, err = l.open(); err == nil {
+			l.serveWriter(w)
 		}
 		if errors.Is(err, journal.ErrLocked) {
 			return err
@@ -141,18 +169,17 @@ func (l *writerLoop) run(ctx context.Context) error {
 			if l.checkpoints != nil {
 				l.checkpoints.attach(w)
 			}
-			l.current.Store(w)
 			if first {
 				l.report(ctx, broker.WriterHealth{State: broker.WriterOK, Since: time.Now().UTC()})
 				first = false
 			}
 			stopWatch := l.watchRecovery(ctx, w)
-			err = journal.Consume(ctx, l.js, w, journal.ConsumeOptions{Logger: l.log})
+			err = l.consume(ctx, w)
 			stopWatch()
 			if l.checkpoints != nil {
 				l.checkpoints.detach()
 			}
-			l.current.Store(nil)
+			l.retireWriter()
 			if w.Written() > 0 {
 				backoff = 200 * time.Millisecond // it worked for a while: start the backoff over
 			}
@@ -187,6 +214,31 @@ func (l *writerLoop) run(ctx context.Context) error {
 		backoff = min(2*backoff, 5*time.Second)
 	}
 	return nil
+}
+
+// consume runs the JetStream consumer into w until ctx ends or w fails
+// (a direct commit can fail it while the stream is quiet): then it
+// returns an error wrapping journal.ErrFailed.
+func (l *writerLoop) consume(ctx context.Context, w *journal.Writer) error {
+	cctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		select {
+		case <-w.Failed():
+			cancel()
+		case <-cctx.Done():
+		}
+	}()
+	err := journal.Consume(cctx, l.js, w, journal.ConsumeOptions{Logger: l.log})
+	select {
+	case <-w.Failed():
+		if ctx.Err() == nil {
+			_, ferr := w.Append(nil) // says why, wrapping ErrFailed
+			return ferr
+		}
+	default:
+	}
+	return err
 }
 
 // watchRecovery clears a reported failure once w has written something.

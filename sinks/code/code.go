@@ -54,6 +54,45 @@
 // or "person" are refused there as unknown params. Calls are served one at
 // a time, in order, while the program runs; the program still has no
 // network of its own.
+//
+// Python programs get Gatehouse's client module beside them (gatehouse.py,
+// embedded in the binary; the README documents it): gatehouse.call(provider,
+// method, path, body=...) and gatehouse.get/post/put/patch/delete/head/
+// options write the requests above and read the replies. A file the agent
+// gives whose name Python would import as "gatehouse" is a bad request.
+//
+// # Operation contracts
+//
+// With a gateway bound, Describe reads a Python program's contract before
+// the decision (see Reader and package contract): every operation
+// (provider, method, path template) its own code can send, whether that
+// is verified, and why not. The contract is recorded with the code
+// effect's decision (journal.Decision.Contract). Each call the program
+// then makes through the gateway is proposed with the program's contract
+// for that provider on the context (broker.ContextWithProgramContract, the
+// provider sink's seam: in process, never from what the program writes).
+// For registry and model code, a mutating call inside a verified contract
+// is allowed and recorded verified, one outside it is outside-contract,
+// and with an unverified contract (or none read) every mutating call is
+// unverified-model-code. Shipped and runtime code are handed no operations
+// (nil), which holds them to the catalogue's contracts only. Either way
+// the catalogue's contract of the integration a call names holds too. A
+// program that is not Python has an unverified contract.
+//
+// # Stored integrations
+//
+// With a Registry, action "register" stores code for reuse,
+// {"name": "erp-remind", "program": "python3", "source": "...",
+// "effect": "write"}: decided (target the name, class write) and recorded
+// with the contract read from the source; a verified contract sending a
+// method beyond the declared effect is a bad request. A run of
+// {"integration": "erp-remind", "stdin": ..., "args": ...} runs the stored
+// source as origin registry, with its name as atom and its declared
+// effect; its contract is the one read from the stored source (cached when
+// stored, re-read by every broker's watch when the entry changes). A run
+// whose stored source no longer matches its digest is UNAVAILABLE, and one
+// whose verified contract now sends beyond the declared effect is a bad
+// request: neither runs.
 package code
 
 import (
@@ -61,6 +100,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -69,19 +109,37 @@ import (
 	"sync/atomic"
 	"time"
 
+	_ "embed"
+
 	"github.com/gatehouse/gatehouse/broker"
 	"github.com/gatehouse/gatehouse/broker/journal"
 	"github.com/gatehouse/gatehouse/policy"
 	"github.com/gatehouse/gatehouse/sandbox"
+	"github.com/gatehouse/gatehouse/sinks/code/contract"
 )
 
-// ActionRun is the code sink's one action.
-const ActionRun = "run"
+// The code sink's actions.
+const (
+	ActionRun      = "run"
+	ActionRegister = "register"
+)
+
+// Client is the Python client module written beside every Python program
+// as ClientFile.
+//
+//go:embed gatehouse.py
+var Client []byte
+
+// ClientFile is the client module's file name in the workspace.
+const ClientFile = "gatehouse.py"
 
 // Program is an interpreter agents may name.
 type Program struct {
 	Path  string // absolute path as the sandbox sees it, e.g. /usr/bin/python3
 	Entry string // file name the source is written to, e.g. main.py
+	// Python marks CPython: the client module is written beside the
+	// program and its contract is read.
+	Python bool
 }
 
 // Config configures the sink. Zero values are useful.
@@ -101,6 +159,12 @@ type Config struct {
 	// and given later with Bind, since the broker is built after its sinks.
 	// nil: programs get no gateway.
 	Gateway Proposer
+	// Reader reads Python programs' contracts; nil reads in the sink's own
+	// sandbox with DefaultReaderLimits.
+	Reader *Reader
+	// Registry keeps stored integrations; nil: actions and runs naming an
+	// integration are bad requests.
+	Registry *Registry
 }
 
 // Proposer is what gateway calls are proposed through; *broker.Broker
@@ -111,18 +175,36 @@ type Proposer interface {
 
 // DefaultPrograms are the interpreters offered when Config.Programs is nil.
 var DefaultPrograms = map[string]Program{
-	"python3": {Path: "/usr/bin/python3", Entry: "main.py"},
+	"python3": {Path: "/usr/bin/python3", Entry: "main.py", Python: true},
 	"sh":      {Path: "/bin/sh", Entry: "main.sh"},
 }
 
-// Params are the code sink's arguments.
+// Params are the arguments of action run: a program and its source, or a
+// stored integration by name.
 type Params struct {
-	Program   string            `json:"program"`
-	Source    string            `json:"source"`
-	Args      []string          `json:"args,omitempty"`
-	Stdin     string            `json:"stdin,omitempty"`
-	Files     map[string][]byte `json:"files,omitempty"`
-	TimeoutMS int64             `json:"timeout_ms,omitempty"`
+	Program     string            `json:"program,omitempty"`
+	Source      string            `json:"source,omitempty"`
+	Integration string            `json:"integration,omitempty"`
+	Args        []string          `json:"args,omitempty"`
+	Stdin       string            `json:"stdin,omitempty"`
+	Files       map[string][]byte `json:"files,omitempty"`
+	TimeoutMS   int64             `json:"timeout_ms,omitempty"`
+}
+
+// RegisterParams are the arguments of action register.
+type RegisterParams struct {
+	Name    string             `json:"name"`
+	Program string             `json:"program"`
+	Source  string             `json:"source"`
+	Effect  policy.EffectClass `json:"effect"`
+}
+
+// RegisterReply is what register answers.
+type RegisterReply struct {
+	Name     string                   `json:"name"`
+	Digest   string                   `json:"digest"`
+	Revision uint64                   `json:"revision"`
+	Contract *journal.ProgramContract `json:"contract"`
 }
 
 // Reply is what the agent gets back.
@@ -142,6 +224,7 @@ type Reply struct {
 type Sink struct {
 	sb      *sandbox.Sandbox
 	cfg     Config
+	reader  *Reader
 	gateway atomic.Pointer[boundProposer]
 }
 
@@ -160,7 +243,10 @@ func New(sb *sandbox.Sandbox, cfg Config) *Sink {
 	if cfg.MaxInput <= 0 {
 		cfg.MaxInput = 4 << 20
 	}
-	s := &Sink{sb: sb, cfg: cfg}
+	s := &Sink{sb: sb, cfg: cfg, reader: cfg.Reader}
+	if s.reader == nil {
+		s.reader = NewReader(sb, ReaderConfig{})
+	}
 	s.Bind(cfg.Gateway)
 	return s
 }
@@ -177,23 +263,45 @@ func (s *Sink) Bind(p Proposer) {
 	s.gateway.Store(&boundProposer{p})
 }
 
+// Registry returns the registry of stored integrations, nil for none.
+func (s *Sink) Registry() *Registry { return s.cfg.Registry }
+
 // Name implements broker.Sink.
 func (s *Sink) Name() policy.Sink { return policy.SinkCode }
 
 type state struct {
-	p    Params
-	prog Program
-	lim  sandbox.Limits
+	p        Params
+	prog     Program
+	lim      sandbox.Limits
+	contract *contract.Contract // nil: not read (no gateway)
+	register *Integration       // action register: the entry to store
 }
 
 // Describe implements broker.Sink.
 func (s *Sink) Describe(ctx context.Context, run *broker.Run, req *broker.EffectRequest) (*broker.Proposal, error) {
-	if req.Action != ActionRun {
-		return nil, fmt.Errorf("%w: the code sink's only action is %q", broker.ErrBadRequest, ActionRun)
+	switch req.Action {
+	case ActionRun:
+	case ActionRegister:
+		return s.describeRegister(ctx, run, req)
+	default:
+		return nil, fmt.Errorf("%w: the code sink's actions are %q and %q", broker.ErrBadRequest, ActionRun, ActionRegister)
 	}
 	var p Params
 	if err := broker.DecodeParams(req.Params, &p); err != nil {
 		return nil, err
+	}
+	origin := req.Origin
+	var stored *Integration
+	if p.Integration != "" {
+		if p.Source != "" || p.Program != "" {
+			return nil, fmt.Errorf("%w: give an integration, or a program and its source, not both", broker.ErrBadRequest)
+		}
+		in, src, err := s.stored(ctx, p.Integration)
+		if err != nil {
+			return nil, err
+		}
+		stored, p.Program, p.Source = in, in.Program, string(src)
+		origin = policy.OriginRegistry // stored code is held as registry code, whoever runs it
 	}
 	prog, ok := s.cfg.Programs[p.Program]
 	if !ok {
@@ -203,6 +311,9 @@ func (s *Sink) Describe(ctx context.Context, run *broker.Run, req *broker.Effect
 	for name, b := range p.Files {
 		if name == prog.Entry {
 			return nil, fmt.Errorf("%w: file %q would overwrite the program's source", broker.ErrBadRequest, name)
+		}
+		if prog.Python && shadowsClient(name) {
+			return nil, fmt.Errorf("%w: file %q would be imported in place of Gatehouse's client module %s", broker.ErrBadRequest, name, ClientFile)
 		}
 		size += len(b)
 	}
@@ -219,20 +330,139 @@ func (s *Sink) Describe(ctx context.Context, run *broker.Run, req *broker.Effect
 	if d := time.Duration(p.TimeoutMS) * time.Millisecond; d > 0 && (lim.Wall == 0 || d < lim.Wall) {
 		lim.Wall = d
 	}
-	origin := req.Origin
 	if origin == "" {
 		origin = policy.OriginModel // code whose origin is not said is held to the strictest rules
 	}
 	if err := s.runnable(); err != nil {
 		return nil, err
 	}
-	return &broker.Proposal{
+	st := &state{p: p, prog: prog, lim: lim}
+	prop := &broker.Proposal{
 		Effect: policy.Effect{Sink: policy.SinkCode, Action: ActionRun, Origin: origin, Tool: req.Tool,
 			Target: p.Program, Confined: s.sb.Confined()},
 		Size:   int64(size),
 		Digest: digestInput(&p),
-		State:  &state{p: p, prog: prog, lim: lim},
+		State:  st,
+	}
+	if stored != nil {
+		prop.Effect.Atom, prop.Effect.Declared = stored.Name, stored.Effect
+	}
+	if s.gateway.Load() != nil {
+		st.contract = s.readContract(ctx, prog, []byte(p.Source), p.Files)
+		prop.Contract = Record(st.contract)
+		if stored != nil {
+			if err := withinEffect(st.contract, stored.Effect); err != nil {
+				return nil, fmt.Errorf("%w: the stored integration %s %v (its source was changed after it was stored)", broker.ErrBadRequest, stored.Name, err)
+			}
+		}
+	}
+	return prop, nil
+}
+
+// withinEffect says which operation of a verified contract its declared
+// effect does not allow, nil when none.
+func withinEffect(c *contract.Contract, effect policy.EffectClass) error {
+	if !c.Verified {
+		return nil // every mutating call is refused anyway (unverified-model-code)
+	}
+	for _, op := range c.Operations {
+		if !declaredAllows(effect, op.Method) {
+			return fmt.Errorf("sends %s, beyond the %s effect it declares; declare a wider effect or change the code", op, effect)
+		}
+	}
+	return nil
+}
+
+// shadowsClient reports whether a file of this name would be imported as
+// the module gatehouse.
+func shadowsClient(name string) bool {
+	first, _, _ := strings.Cut(name, "/")
+	stem, _, _ := strings.Cut(first, ".")
+	return stem == "gatehouse"
+}
+
+// readContract reads the contract of a program for prog.
+func (s *Sink) readContract(ctx context.Context, prog Program, source []byte, files map[string][]byte) *contract.Contract {
+	if !prog.Python {
+		return contract.Unverified(contract.ReasonNotPython, "only Python programs' contracts are read; calls from this program are held as unverified")
+	}
+	return s.reader.Read(ctx, prog.Path, source, contract.Options{Files: slices.Sorted(maps.Keys(files))})
+}
+
+// stored fetches a stored integration for a run.
+func (s *Sink) stored(ctx context.Context, name string) (*Integration, []byte, error) {
+	if s.cfg.Registry == nil {
+		return nil, nil, fmt.Errorf("%w: this broker keeps no registry of integrations", broker.ErrBadRequest)
+	}
+	in, src, err := s.cfg.Registry.Get(ctx, name)
+	switch {
+	case errors.Is(err, ErrNoIntegration):
+		return nil, nil, fmt.Errorf("%w: %v", broker.ErrBadRequest, err)
+	case err != nil:
+		return nil, nil, fmt.Errorf("%w: %v", broker.ErrSinkUnavailable, err)
+	}
+	return in, src, nil
+}
+
+// describeRegister decides storing an integration: its contract is read
+// now and recorded with the decision.
+func (s *Sink) describeRegister(ctx context.Context, run *broker.Run, req *broker.EffectRequest) (*broker.Proposal, error) {
+	if s.cfg.Registry == nil {
+		return nil, fmt.Errorf("%w: this broker keeps no registry of integrations", broker.ErrBadRequest)
+	}
+	var p RegisterParams
+	if err := broker.DecodeParams(req.Params, &p); err != nil {
+		return nil, err
+	}
+	if !ValidIntegrationName(p.Name) {
+		return nil, fmt.Errorf("%w: name must be 1 to 64 letters, digits, '.', '_' or '-'", broker.ErrBadRequest)
+	}
+	prog, ok := s.cfg.Programs[p.Program]
+	if !ok {
+		return nil, fmt.Errorf("%w: program %q is not one this broker runs (%v)", broker.ErrBadRequest, p.Program, slices.Sorted(maps.Keys(s.cfg.Programs)))
+	}
+	switch p.Effect {
+	case policy.EffectRead, policy.EffectWrite, policy.EffectDestructive, policy.EffectNotify:
+	default:
+		return nil, fmt.Errorf("%w: effect must be read, write, destructive or notify", broker.ErrBadRequest)
+	}
+	if len(p.Source) > s.cfg.MaxInput {
+		return nil, fmt.Errorf("%w: source is %d bytes, the limit is %d", broker.ErrBadRequest, len(p.Source), s.cfg.MaxInput)
+	}
+	c := s.readContract(ctx, prog, []byte(p.Source), nil)
+	if err := withinEffect(c, p.Effect); err != nil {
+		return nil, fmt.Errorf("%w: its code %v", broker.ErrBadRequest, err)
+	}
+	origin := req.Origin
+	if origin == "" {
+		origin = policy.OriginModel
+	}
+	in := &Integration{Name: p.Name, Program: p.Program, Effect: p.Effect, StoredBy: StoredBy{Run: run.ID,
+		Tenant: run.For.Tenant, Person: run.For.Person, Agent: run.Agent, Origin: origin}}
+	sum := sha256.Sum256([]byte(p.Source))
+	return &broker.Proposal{
+		Effect: policy.Effect{Sink: policy.SinkCode, Action: ActionRegister, Origin: origin, Tool: req.Tool,
+			Target: p.Name, Atom: p.Name, Declared: p.Effect, Class: policy.EffectWrite, Confined: s.sb.Confined()},
+		Size:     int64(len(p.Source)),
+		Digest:   "sha256:" + hex.EncodeToString(sum[:]),
+		Contract: Record(c),
+		State:    &state{p: Params{Program: p.Program, Source: p.Source}, prog: prog, contract: c, register: in},
 	}, nil
+}
+
+// declaredAllows is the policy's rule of which methods a declared effect
+// allows: read and notify GET, HEAD, OPTIONS and POST; write all but
+// DELETE; destructive all.
+func declaredAllows(c policy.EffectClass, method string) bool {
+	switch c {
+	case policy.EffectRead, policy.EffectNotify:
+		return method == "GET" || method == "HEAD" || method == "OPTIONS" || method == "POST"
+	case policy.EffectWrite:
+		return method != "DELETE"
+	case policy.EffectDestructive:
+		return true
+	}
+	return false
 }
 
 // runnable refuses every run when programs would run unconfined as the
@@ -269,8 +499,14 @@ func digestInput(p *Params) string {
 // Perform implements broker.Sink.
 func (s *Sink) Perform(ctx context.Context, run *broker.Run, req *broker.EffectRequest, prop *broker.Proposal) (*broker.Performed, error) {
 	st := prop.State.(*state)
+	if st.register != nil {
+		return s.performRegister(ctx, st)
+	}
 	files := map[string][]byte{st.prog.Entry: []byte(st.p.Source)}
 	maps.Copy(files, st.p.Files)
+	if st.prog.Python {
+		files[ClientFile] = Client
+	}
 	spec := sandbox.Spec{
 		Argv:   append([]string{st.prog.Path, st.prog.Entry}, st.p.Args...),
 		Env:    []string{"PATH=/usr/bin:/bin", "HOME=/work", "LANG=C.UTF-8", "PYTHONDONTWRITEBYTECODE=1"},
@@ -280,7 +516,7 @@ func (s *Sink) Perform(ctx context.Context, run *broker.Run, req *broker.EffectR
 	}
 	var gw *gateway
 	if b := s.gateway.Load(); b != nil {
-		gw = &gateway{p: b.Proposer, run: run.ID, origin: prop.Effect.Origin}
+		gw = &gateway{p: b.Proposer, run: run.ID, origin: prop.Effect.Origin, contract: st.contract}
 		spec.Gateway = gw.serve
 	}
 	res, err := s.sb.Run(ctx, spec)
@@ -298,14 +534,31 @@ func (s *Sink) Perform(ctx context.Context, run *broker.Run, req *broker.EffectR
 	return done, nil
 }
 
+// performRegister stores an integration.
+func (s *Sink) performRegister(ctx context.Context, st *state) (*broker.Performed, error) {
+	in := st.register
+	in.StoredAt = time.Now().UTC()
+	rev, err := s.cfg.Registry.Put(ctx, in, []byte(st.p.Source), st.contract)
+	if err != nil {
+		return nil, err
+	}
+	reply, err := json.Marshal(RegisterReply{Name: in.Name, Digest: in.Digest, Revision: rev, Contract: in.Contract})
+	if err != nil {
+		return nil, err
+	}
+	return &broker.Performed{Result: journal.Result{Status: "ok", Size: in.Size, Digest: in.Digest,
+		Detail: map[string]string{"revision": strconv.FormatUint(rev, 10), "verified": strconv.FormatBool(in.Contract.Verified)}}, Reply: reply}, nil
+}
+
 // gateway proposes one program's calls. serve is called by the sandbox one
 // request at a time and never after Run returns, so its counts need no lock.
 type gateway struct {
-	p       Proposer
-	run     string
-	origin  policy.Origin
-	calls   int // proposed to the broker
-	refused int // answered with an error before anything was proposed
+	p        Proposer
+	run      string
+	origin   policy.Origin
+	contract *contract.Contract // the program's, as read before it ran; nil when not read
+	calls    int                // proposed to the broker
+	refused  int                // answered with an error before anything was proposed
 }
 
 // gatewayAction is the provider sink's action (provider.ActionCall; this
@@ -327,12 +580,35 @@ func (g *gateway) serve(ctx context.Context, line []byte) []byte {
 	if err != nil { // params is a JSON object already decoded once
 		return marshalReply(&broker.EffectReply{Run: g.run, Error: &broker.ErrorBody{Code: broker.CodeInternal, Message: err.Error()}})
 	}
-	// The origin travels in process, as the sink established it for this
-	// program, never in a field the program could write; so does the
-	// program's contract, whose operations are not read yet (nil): the
-	// provider sink holds a mutating call from registry or model code to
-	// it (unverified-model-code).
-	return marshalReply(g.p.Propose(broker.ContextWithProgramContract(ctx, nil), broker.Internal(g.origin), policy.SinkProvider, data))
+	// The origin and the program's contract travel in process, as the sink
+	// established them for this program, never in a field it could write.
+	return marshalReply(g.p.Propose(g.withContract(ctx, params), broker.Internal(g.origin), policy.SinkProvider, data))
+}
+
+// withContract puts on the context a call is proposed with the program's
+// contract for the provider the call names (broker.ContextWithProgramContract,
+// the provider sink's seam): for code held to its own contract (registry
+// and model), its operations for that provider when verified, none (nil)
+// when not, or when it was not read; for shipped and runtime code none,
+// which holds it to nothing more than the catalogue's contracts.
+func (g *gateway) withContract(ctx context.Context, params json.RawMessage) context.Context {
+	if !untrusted(g.origin) || g.contract == nil {
+		return broker.ContextWithProgramContract(ctx, nil)
+	}
+	var named struct {
+		Provider string `json:"provider"`
+	}
+	_ = json.Unmarshal(params, &named) // a provider that is not a string is the provider sink's bad request
+	return broker.ContextWithProgramContract(ctx, policyContract(g.contract, named.Provider))
+}
+
+// untrusted reports whether code of origin o is held to its own contract.
+func untrusted(o policy.Origin) bool {
+	switch o {
+	case policy.OriginShipped, policy.OriginRuntime, policy.OriginDirect:
+		return false
+	}
+	return true
 }
 
 // params checks a request is a JSON object and takes out an "origin"

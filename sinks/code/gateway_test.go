@@ -102,9 +102,17 @@ type gatewayEnv struct {
 // calling erp.
 func startGateway(t *testing.T, mode policy.Mode, sb *sandbox.Sandbox, erp *testERP) *gatewayEnv {
 	t.Helper()
+	g, _, _ := startGatewayWith(t, mode, sb, erp, gatewayCatalogue(erp.srv.URL), false)
+	return g
+}
+
+// startGatewayWith is startGateway with a catalogue and, when reg is set, a registry of stored integrations.
+func startGatewayWith(t *testing.T, mode policy.Mode, sb *sandbox.Sandbox, erp *testERP, catalogue string, reg bool) (*gatewayEnv, *code.Sink, *code.Registry) {
+	t.Helper()
 	var cs *code.Sink
+	var registry *code.Registry
 	env := sinktest.Start(t, mode, "", func(t testing.TB, env *sinktest.Env) []broker.Sink {
-		cat, err := provider.ParseCatalogue("catalogue.yaml", []byte(gatewayCatalogue(erp.srv.URL)))
+		cat, err := provider.ParseCatalogue("catalogue.yaml", []byte(catalogue))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -113,11 +121,19 @@ func startGateway(t *testing.T, mode policy.Mode, sb *sandbox.Sandbox, erp *test
 			t.Fatal(err)
 		}
 		t.Cleanup(ps.Close)
-		cs = code.New(sb, code.Config{Limits: sandbox.Limits{Wall: 10 * time.Second}})
+		reader := code.NewReader(sb, code.ReaderConfig{})
+		if reg {
+			registry, err = code.OpenRegistry(sinktest.Ctx(t), env.JS, code.RegistryConfig{Reader: reader})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = registry.Close() })
+		}
+		cs = code.New(sb, code.Config{Limits: sandbox.Limits{Wall: 10 * time.Second}, Reader: reader, Registry: registry})
 		return []broker.Sink{cs, ps}
 	})
 	cs.Bind(env.Broker)
-	return &gatewayEnv{Env: env, erp: erp}
+	return &gatewayEnv{Env: env, erp: erp}, cs, registry
 }
 
 // clientPy is the model code's whole client: a request per line out, a reply per line in.

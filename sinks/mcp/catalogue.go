@@ -44,10 +44,17 @@ type Auth struct {
 	Env    string   `yaml:"env,omitempty"`
 }
 
+// DefaultMemoryMB is a stdio server's address space when the catalogue
+// sets none (see Limits.MemoryMB).
+const DefaultMemoryMB = 16384
+
 // Limits bound a stdio server's process in the sandbox.
 type Limits struct {
-	// MemoryMB is its address space (RLIMIT_AS; default 8192: Go and Node
-	// runtimes reserve a lot of address space up front).
+	// MemoryMB is its address space (RLIMIT_AS; default DefaultMemoryMB).
+	// Runtimes reserve far more address space than they use: Node, the
+	// runtime of most published MCP servers, reserves about 10 GiB for each
+	// WebAssembly instance, and its HTTP client (fetch) is one, so under 8
+	// GiB such a server dies at its first fetch or at a random moment.
 	MemoryMB int64 `yaml:"memory_mb,omitempty"`
 	// LifetimeSeconds is how long one process may live (default 3600); it
 	// is started again on the next call.

@@ -88,8 +88,15 @@ import (
 // ActionCall is the sink's one action.
 const ActionCall = "call"
 
-// maxResultBytes bounds an upstream result (and a stdio line).
-const maxResultBytes = 4 << 20
+// MaxResultBytes bounds an upstream result: the agent's reply carries it
+// whole, and a reply must fit in one NATS message (1 MiB), with the
+// decision and outcome around it. A larger result fails the call with
+// result-too-large (the server did run it).
+const MaxResultBytes = 960 << 10
+
+// maxLineBytes bounds one message read from a stdio server: past it the
+// session ends.
+const maxLineBytes = 4 << 20
 
 // Params are the call's params.
 type Params struct {
@@ -510,8 +517,9 @@ func (k *Sink) Perform(ctx context.Context, run *broker.Run, req *broker.EffectR
 	if err != nil {
 		return nil, &CallError{Type: "upstream-error", Detail: fmt.Sprintf("MCP server %s: result: %v", st.srv.Name, err)}
 	}
-	if len(body) > maxResultBytes {
-		return nil, &CallError{Type: "result-too-large", Detail: fmt.Sprintf("the result is %d bytes, more than %d", len(body), maxResultBytes)}
+	if len(body) > MaxResultBytes {
+		return nil, &CallError{Type: "result-too-large", Detail: fmt.Sprintf("MCP server %s: the result is %d bytes, more than the %d a reply can carry; the server did run the call",
+			st.srv.Name, len(body), MaxResultBytes)}
 	}
 	sum := sha256.Sum256(body)
 	r := journal.Result{Status: "ok", Size: int64(len(body)), Digest: "sha256:" + hex.EncodeToString(sum[:])}

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -171,7 +172,7 @@ func (k *Sink) startStdio(srv *Server, cred provider.Credential) (sdk.Transport,
 		Limits: sandbox.Limits{
 			Wall:      time.Duration(orInt(lim.LifetimeSeconds, 3600)) * time.Second,
 			CPU:       time.Duration(orInt(lim.CPUSeconds, 600)) * time.Second,
-			Memory:    orInt64(lim.MemoryMB, 8192) << 20,
+			Memory:    orInt64(lim.MemoryMB, DefaultMemoryMB) << 20,
 			Processes: orInt(lim.Processes, 128),
 			OpenFiles: 1024,
 		},
@@ -192,7 +193,11 @@ func (k *Sink) startStdio(srv *Server, cred provider.Credential) (sdk.Transport,
 		case err != nil:
 			k.log.Warn("mcp server process could not run", "server", srv.Name, "err", err)
 		case res.Killed != "" && res.Killed != sandbox.KilledCanceled:
-			k.log.Warn("mcp server process killed at a limit", "server", srv.Name, "limit", res.Killed)
+			k.log.Warn("mcp server process killed at a limit", "server", srv.Name, "limit", res.Killed, "stderr", stderrTail(res.Stderr, cred))
+		case res.Killed == "" && (res.ExitCode != 0 || res.Signal != ""):
+			// It failed by itself: without its last words on stderr an
+			// operator sees only the EOF its session read.
+			k.log.Warn("mcp server process ended", "server", srv.Name, "exit", res.ExitCode, "signal", res.Signal, "stderr", stderrTail(res.Stderr, cred))
 		}
 	}()
 	stop := func() {
@@ -201,7 +206,7 @@ func (k *Sink) startStdio(srv *Server, cred provider.Credential) (sdk.Transport,
 		<-done
 		outR.Close()
 	}
-	return &sdk.IOTransport{Reader: outR, Writer: inW, MaxLineLength: maxResultBytes}, stop, nil
+	return &sdk.IOTransport{Reader: outR, Writer: inW, MaxLineLength: maxLineBytes}, stop, nil
 }
 
 // workspace makes a fresh folder the sandbox uid can reach, holding srv's
@@ -232,6 +237,21 @@ func (k *Sink) workspace(srv *Server) (string, error) {
 		}
 	}
 	return ws, nil
+}
+
+// stderrTail is the end of a server's standard error for a log line: at
+// most 2 KiB, valid UTF-8, and never the person's credential (a server may
+// print its environment).
+func stderrTail(b []byte, cred provider.Credential) string {
+	const max = 2 << 10
+	s := string(b)
+	if !cred.Token.IsZero() {
+		s = strings.ReplaceAll(s, cred.Token.Reveal(), "[credential]")
+	}
+	if len(s) > max {
+		s = "..." + s[len(s)-max:]
+	}
+	return strings.ToValidUTF8(strings.TrimSpace(s), "?")
 }
 
 func orInt(v, def int) int {

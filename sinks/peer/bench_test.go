@@ -36,6 +36,32 @@ func BenchmarkRoundTrip(b *testing.B) {
 		}
 		report(b, lat)
 	})
+	// next: the agent's read of a message waiting for it, through a
+	// broker: the request, the broker's fetch from the agent's consumer,
+	// its acknowledgement confirmed by JetStream, the reply.
+	b.Run("next", func(b *testing.B) {
+		bob := env.NamedAgent(b, "bob", "")
+		in, err := bob.Peer("bob")
+		if err != nil {
+			b.Fatal(err)
+		}
+		for i := 0; i < b.N; i++ {
+			if r, err := env.Agent.Send(ctx, run, "bob", body); err != nil || r.Decision.Outcome != journal.OutcomeAllowed {
+				b.Fatalf("%v %+v", err, r)
+			}
+		}
+		lat := make([]time.Duration, 0, b.N)
+		b.ResetTimer()
+		for i := 0; i < b.N; i++ {
+			t0 := time.Now()
+			m, err := in.Next(ctx)
+			lat = append(lat, time.Since(t0))
+			if err != nil || m == nil {
+				b.Fatalf("%v %+v", err, m)
+			}
+		}
+		report(b, lat)
+	})
 	b.Run("delegate", func(b *testing.B) {
 		lat := make([]time.Duration, 0, b.N)
 		for i := 0; i < b.N; i++ {

@@ -43,15 +43,25 @@
 // stream has work-queue retention: a message stays (up to MaxAge) until its
 // recipient acknowledges it, then it is gone. Each agent has one durable
 // pull consumer, peer_<agent>, filtered to its subject; the sink creates it
-// before the first message to that agent (agents cannot create consumers),
-// and client.PeerInbox fetches from it. Core NATS alone was not enough: a
-// message to an agent that is not subscribed at that instant would be lost
-// while the journal says it was delivered.
+// at the agent's first read, never for a send (any agent may name any
+// recipient, and a durable consumer per name would be the sender's to
+// multiply), so messages sent before wait in the stream, which keeps
+// them with or without a consumer. Core NATS alone was not enough: a
+// message to an agent that is not subscribed at that instant would be
+// lost while the journal says it was delivered.
 //
-// Who can read what is set by the NATS permissions of the embedded server
-// (see package broker/embedded): a named agent, with its own credential,
-// fetches only from its own consumer; the shared "agent" credential fetches
-// from none, so messages are only ever delivered to, and read by, named
+// # Reading
+//
+// Agents never touch JetStream: an agent asks a broker for its next
+// message (subject.PeerNext, broker.PeerNextRequest; client.PeerInbox), and
+// the broker fetches it with Next on its own connection, acknowledges it
+// and answers in the agent's own inbox. (JetStream answers a fetch or an
+// acknowledgement on any reply subject the requester names, so an agent
+// allowed even its own consumer could have the server write into any
+// stream or bucket; see package broker/embedded.) Who reads what is the
+// subject the NATS server lets each credential publish: a named agent
+// asks only for its own messages; the shared "agent" credential may ask
+// for none, so messages are only ever delivered to, and read by, named
 // agents. No agent can read the journal or outputs.
 //
 // The runs of a piece of work are listed in the KV bucket gatehouse_peers,
@@ -86,6 +96,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/gatehouse/gatehouse/broker"
@@ -146,13 +157,22 @@ type Sink struct {
 	kv     jetstream.KeyValue
 	now    func() time.Time
 	opener atomic.Pointer[boundOpener]
-	// ensured records when each agent's consumer was last made sure of.
-	ensured sync.Map // agent -> time.Time
+	// ensured records each agent's consumer and when it was last made
+	// sure of.
+	ensured sync.Map // agent -> ensured
+}
+
+type ensured struct {
+	at   time.Time
+	cons jetstream.Consumer
 }
 
 type boundOpener struct{ RunOpener }
 
-var _ broker.Sink = (*Sink)(nil)
+var (
+	_ broker.Sink      = (*Sink)(nil)
+	_ broker.PeerQueue = (*Sink)(nil)
+)
 
 // New ensures the peer stream and bucket (replicas copies each) and returns
 // the sink. Call Bind before serving delegations.
@@ -394,10 +414,12 @@ func (s *Sink) members(ctx context.Context, root string) ([]member, error) {
 
 // deliver publishes m to agent, filling in the sender from the run's
 // record, and returns the stream sequence once JetStream has stored it.
+//
+// It creates nothing for the recipient: the message waits in the work
+// queue, kept whether or not a consumer exists, until the recipient's
+// first read makes its consumer (Next). A send naming any agent it likes
+// therefore costs the stream one message, never a durable consumer.
 func (s *Sink) deliver(ctx context.Context, agent string, m *broker.PeerMessage, from *broker.Run) (uint64, error) {
-	if err := s.ensureConsumer(ctx, agent); err != nil {
-		return 0, err
-	}
 	m.From, m.FromRun, m.Time = from.Agent, from.ID, s.now().UTC()
 	b, err := json.Marshal(m)
 	if err != nil {
@@ -410,16 +432,16 @@ func (s *Sink) deliver(ctx context.Context, agent string, m *broker.PeerMessage,
 	return ack.Sequence, nil
 }
 
-// ensureConsumer makes sure agent's durable consumer exists, at most once
-// per consumerRecheck per agent in this process. Creating it again with
-// the same configuration is a no-op for JetStream, so brokers racing here
-// agree.
-func (s *Sink) ensureConsumer(ctx context.Context, agent string) error {
+// consumer makes sure agent's durable consumer exists, at most once per
+// consumerRecheck per agent in this process, and returns it. Creating it
+// again with the same configuration is a no-op for JetStream, so brokers
+// racing here agree.
+func (s *Sink) consumer(ctx context.Context, agent string) (jetstream.Consumer, error) {
 	now := s.now()
-	if t, ok := s.ensured.Load(agent); ok && now.Sub(t.(time.Time)) < consumerRecheck {
-		return nil
+	if e, ok := s.ensured.Load(agent); ok && now.Sub(e.(ensured).at) < consumerRecheck {
+		return e.(ensured).cons, nil
 	}
-	_, err := s.js.CreateOrUpdateConsumer(ctx, subject.PeerStream, jetstream.ConsumerConfig{
+	c, err := s.js.CreateOrUpdateConsumer(ctx, subject.PeerStream, jetstream.ConsumerConfig{
 		Durable:       subject.PeerConsumer(agent),
 		Description:   "peer messages to agent " + agent,
 		FilterSubject: subject.PeerFilter(agent),
@@ -427,10 +449,77 @@ func (s *Sink) ensureConsumer(ctx context.Context, agent string) error {
 		DeliverPolicy: jetstream.DeliverAllPolicy,
 	})
 	if err != nil {
-		return fmt.Errorf("consumer for agent %s: %w", agent, err)
+		return nil, fmt.Errorf("consumer for agent %s: %w", agent, err)
 	}
-	s.ensured.Store(agent, now)
-	return nil
+	s.ensured.Store(agent, ensured{at: now, cons: c})
+	return c, nil
+}
+
+// Next implements broker.PeerQueue: it fetches the next message to agent
+// from its consumer on the broker's own connection, waiting up to wait,
+// and acknowledges it, waiting for JetStream to confirm, before returning
+// it: at most once. A message that is not a peer message (none should
+// be: only brokers publish on peer subjects) is dropped, acknowledged
+// without being handed out, and Next returns nil for it.
+func (s *Sink) Next(ctx context.Context, agent string, wait time.Duration) (*broker.PeerMessage, error) {
+	if !subject.ValidAgent(agent) {
+		return nil, fmt.Errorf("%w: agent %q is not an agent name", broker.ErrBadRequest, clip(agent))
+	}
+	for attempt := 0; ; attempt++ {
+		cons, err := s.consumer(ctx, agent)
+		if err != nil {
+			return nil, err
+		}
+		m, err := fetchOne(ctx, cons, wait)
+		if (errors.Is(err, jetstream.ErrConsumerNotFound) || errors.Is(err, jetstream.ErrConsumerDeleted)) && attempt == 0 {
+			s.ensured.Delete(agent) // made again on the next attempt
+			continue
+		}
+		if err != nil || m == nil {
+			return nil, err
+		}
+		var pm broker.PeerMessage
+		if err := json.Unmarshal(m.Data(), &pm); err != nil || !strings.HasPrefix(m.Subject(), subject.PeerPrefix+"."+agent+".") {
+			// Acknowledged, waiting for JetStream, so it is gone from the
+			// work queue before the next ask.
+			if err := m.DoubleAck(ctx); err != nil {
+				return nil, fmt.Errorf("drop a malformed peer message of %s: %w", agent, err)
+			}
+			return nil, nil
+		}
+		if err := m.DoubleAck(ctx); err != nil {
+			return nil, fmt.Errorf("acknowledge a peer message of %s: %w", agent, err)
+		}
+		return &pm, nil
+	}
+}
+
+// fetchOne fetches at most one message from cons, waiting up to wait (0:
+// not at all) or until ctx ends: nil, nil when none came in time, ctx's
+// error when it ended.
+func fetchOne(ctx context.Context, cons jetstream.Consumer, wait time.Duration) (jetstream.Msg, error) {
+	var batch jetstream.MessageBatch
+	var err error
+	if wait <= 0 {
+		batch, err = cons.FetchNoWait(1)
+	} else {
+		wctx, cancel := context.WithTimeout(ctx, wait)
+		defer cancel()
+		batch, err = cons.Fetch(1, jetstream.FetchContext(wctx))
+	}
+	if err == nil {
+		for m := range batch.Messages() {
+			return m, nil
+		}
+		err = batch.Error()
+	}
+	if cerr := ctx.Err(); cerr != nil {
+		return nil, cerr
+	}
+	if err == nil || errors.Is(err, jetstream.ErrNoMessages) || errors.Is(err, nats.ErrTimeout) || errors.Is(err, context.DeadlineExceeded) {
+		return nil, nil
+	}
+	return nil, fmt.Errorf("fetch peer messages: %w", err)
 }
 
 func done(prop *broker.Proposal, detail map[string]string, reply map[string]any) (*broker.Performed, error) {

@@ -16,7 +16,6 @@ import (
 	"github.com/gatehouse/gatehouse/broker/journal"
 	"github.com/gatehouse/gatehouse/broker/subject"
 	"github.com/gatehouse/gatehouse/sinks/output"
-	"github.com/gatehouse/gatehouse/sinks/peer"
 	"github.com/gatehouse/gatehouse/sinks/sinktest"
 )
 
@@ -52,10 +51,11 @@ func nkey(t *testing.T, path string) nats.Option {
 
 // What the design promises about who reads what, held by the embedded
 // server's permissions: an agent with its own credential reads only its own
-// peer messages and inbox; no agent reads a stream directly, creates a
-// consumer, forges a peer message, or reads the journal or outputs; the
-// shared agent credential fetches no named agent's messages and reads no
-// named agent's replies (its inbox space does not contain theirs).
+// peer messages (through a broker) and inbox; no agent makes any JetStream
+// request (JetStream would answer on any reply subject it named), forges a
+// peer message, or reads the journal or outputs; the shared agent
+// credential asks for no named agent's messages and reads no named agent's
+// replies (its inbox space does not contain theirs).
 func TestNATSPermissions(t *testing.T) {
 	dir := t.TempDir()
 	ns, err := embedded.Start(embedded.Config{Dir: dir, Port: -1, Agents: []string{"alice", "bob"}})
@@ -76,10 +76,14 @@ func TestNATSPermissions(t *testing.T) {
 	if _, err := output.New(ctx, js, 1); err != nil {
 		t.Fatal(err)
 	}
-	ps, err := peer.New(ctx, js, 1)
+	// A broker serving the peer sink on the replies connection, as serve
+	// runs it: agents read their messages through it.
+	replies, err := ns.Connect(embedded.RoleReplies)
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(replies.Close)
+	ps := servePeer(t, js, replies)
 	// The broker's side of a send, as Propose calls it once decided.
 	run := &broker.Run{ID: broker.NewRunID(time.Now()), Agent: "carol"}
 	send := func(to, body string) {
@@ -156,8 +160,15 @@ func TestNATSPermissions(t *testing.T) {
 		{"bob opens work", bobAuth, bobInbox, pub(subject.WorkOpen(subject.Shared)), true},
 		{"bob pulls from alice's consumer", bobAuth, bobInbox, pub("$JS.API.CONSUMER.MSG.NEXT." + subject.PeerStream + "." + subject.PeerConsumer("alice")), true},
 		{"bob acks on alice's consumer", bobAuth, bobInbox, pub("$JS.ACK." + subject.PeerStream + "." + subject.PeerConsumer("alice") + ".1.1.1.1.0"), true},
+		{"bob asks for alice's next message", bobAuth, bobInbox, pub(subject.PeerNext("alice")), true},
 		{"bob reads his own inbox", bobAuth, bobInbox, sub(bobInbox + ".x"), false},
-		{"bob pulls from his own consumer", bobAuth, bobInbox, pub("$JS.API.CONSUMER.MSG.NEXT." + subject.PeerStream + "." + subject.PeerConsumer("bob")), false},
+		{"bob asks for his own next message", bobAuth, bobInbox, pub(subject.PeerNext("bob")), false},
+		// JetStream answers on any reply subject: not even his own consumer.
+		{"bob pulls from his own consumer", bobAuth, bobInbox, pub("$JS.API.CONSUMER.MSG.NEXT." + subject.PeerStream + "." + subject.PeerConsumer("bob")), true},
+		{"bob reads his own consumer", bobAuth, bobInbox, pub("$JS.API.CONSUMER.INFO." + subject.PeerStream + "." + subject.PeerConsumer("bob")), true},
+		{"bob acks on his own consumer", bobAuth, bobInbox, pub("$JS.ACK." + subject.PeerStream + "." + subject.PeerConsumer("bob") + ".1.1.1.1.0"), true},
+		{"bob asks JetStream anything", bobAuth, bobInbox, pub("$JS.API.INFO"), true},
+		{"bob asks micro discovery", bobAuth, bobInbox, pub("$SRV.PING"), true},
 		{"bob forges a peer message", bobAuth, bobInbox, pub(forged), true},
 		{"bob creates a consumer", bobAuth, bobInbox, pub("$JS.API.CONSUMER.CREATE." + subject.PeerStream + ".mine"), true},
 		{"bob reads the peer stream directly", bobAuth, bobInbox, pub("$JS.API.STREAM.MSG.GET." + subject.PeerStream), true},
@@ -178,6 +189,8 @@ func TestNATSPermissions(t *testing.T) {
 		{"shared agent pulls from alice's consumer", sharedAuth, sharedInbox, pub("$JS.API.CONSUMER.MSG.NEXT." + subject.PeerStream + "." + subject.PeerConsumer("alice")), true},
 		{"shared agent reads alice's consumer", sharedAuth, sharedInbox, pub("$JS.API.CONSUMER.INFO." + subject.PeerStream + "." + subject.PeerConsumer("alice")), true},
 		{"shared agent acks on alice's consumer", sharedAuth, sharedInbox, pub("$JS.ACK." + subject.PeerStream + "." + subject.PeerConsumer("alice") + ".1.1.1.1.0"), true},
+		{"shared agent asks for alice's next message", sharedAuth, sharedInbox, pub(subject.PeerNext("alice")), true},
+		{"shared agent asks for its own next message", sharedAuth, sharedInbox, pub(subject.PeerNext(subject.Shared)), true},
 		{"shared agent reads alice's replies", sharedAuth, sharedInbox, sub(subject.AgentInboxOf("alice") + ".>"), true},
 		{"shared agent reads every agent's replies", sharedAuth, sharedInbox, sub(subject.AgentInbox + ".>"), true},
 		{"shared agent proposes as alice", sharedAuth, sharedInbox, pub(subject.Effect("alice", "output")), true},

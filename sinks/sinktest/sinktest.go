@@ -82,6 +82,7 @@ func Start(t testing.TB, mode policy.Mode, rules string, sinks SinkFactory) *Env
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(runs.Stop)
 	pol := policy.Default()
 	if rules != "" {
 		path := filepath.Join(dir, "rules.yaml")
@@ -207,6 +208,9 @@ func (e *Env) Open(t testing.TB, w broker.OpenWork) string {
 func (e *Env) Drain(t testing.TB) {
 	t.Helper()
 	ctx := Ctx(t)
+	if err := e.Broker.Flush(ctx); err != nil { // outcomes recorded after their replies
+		t.Fatal(err)
+	}
 	var last uint64
 	if st, err := e.JS.Stream(ctx, subject.JournalStream); err == nil {
 		if info, err := st.Info(ctx); err == nil {

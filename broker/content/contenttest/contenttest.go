@@ -5,7 +5,10 @@
 package contenttest
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -100,6 +103,7 @@ func StartWith(t testing.TB, cfg Config) *Env {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(runs.Stop)
 	if env.Store, err = content.Open(env.ContentDir, content.Options{Now: now}); err != nil {
 		t.Fatal(err)
 	}
@@ -215,6 +219,9 @@ func (e *Env) Close(t testing.TB, run string) {
 func (e *Env) Drain(t testing.TB) {
 	t.Helper()
 	ctx := Ctx(t)
+	if err := e.Broker.Flush(ctx); err != nil { // outcomes recorded after their replies
+		t.Fatal(err)
+	}
 	for {
 		cons, err := e.JS.Consumer(ctx, subject.JournalStream, subject.JournalConsumer)
 		if err == nil {
@@ -242,4 +249,75 @@ func (e *Env) Verify(t testing.TB) *journal.Report {
 		t.Fatalf("journal does not verify: %v", rep.Findings)
 	}
 	return rep
+}
+
+// EditBlob changes in place, as someone holding the content folder dir
+// could, every kept copy of blob d: old replaced by new, which must be as
+// long. It returns what puts the bytes back. It fails the test when no
+// copy holds old.
+func EditBlob(t testing.TB, dir, d, old, new string) (restore func()) {
+	t.Helper()
+	if len(old) != len(new) {
+		t.Fatalf("EditBlob: %q and %q differ in length", old, new)
+	}
+	segs, _ := filepath.Glob(filepath.Join(dir, "segments", "*.seg"))
+	var undo []func()
+	for _, seg := range segs {
+		b, err := os.ReadFile(seg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for off := 0; off < len(b); {
+			nl := bytes.IndexByte(b[off:], '\n')
+			if nl < 0 {
+				break
+			}
+			var h struct {
+				Op     string `json:"op"`
+				Len    int    `json:"len"`
+				Digest string `json:"digest"`
+			}
+			if json.Unmarshal(b[off:off+nl], &h) != nil {
+				break
+			}
+			start := off + nl + 1
+			off = start
+			if h.Op != "put" {
+				continue
+			}
+			off += h.Len + 1
+			if h.Digest != d {
+				continue
+			}
+			blob := b[start : start+h.Len]
+			i := bytes.Index(blob, []byte(old))
+			if i < 0 {
+				continue
+			}
+			f, err := os.OpenFile(seg, os.O_WRONLY, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := f.WriteAt([]byte(new), int64(start+i)); err != nil {
+				t.Fatal(err)
+			}
+			f.Close()
+			at := int64(start + i)
+			undo = append(undo, func() {
+				f, err := os.OpenFile(seg, os.O_WRONLY, 0)
+				if err == nil {
+					_, _ = f.WriteAt([]byte(old), at)
+					f.Close()
+				}
+			})
+		}
+	}
+	if len(undo) == 0 {
+		t.Fatalf("EditBlob: no copy of %s holds %q", d, old)
+	}
+	return func() {
+		for _, u := range undo {
+			u()
+		}
+	}
 }

@@ -1,14 +1,14 @@
-package journal
+package canon
 
 import "unicode/utf8"
 
-// isCanonical reports whether b is already in RFC 8785 canonical form, for
-// the common shapes the writer produces: objects with ASCII member names,
+// IsCanonical reports whether b is already in RFC 8785 canonical form, for
+// the common shapes journal lines have: objects with ASCII member names,
 // arrays, strings, safe integers and literals. It returns false for
 // anything else, including valid canonical JSON outside those shapes; the
-// caller then runs the full canonicaliser. It must never return true for
-// input the canonicaliser would change or reject (FuzzCanonical checks).
-func isCanonical(b []byte) bool {
+// caller then runs the full canonicaliser. It never returns true for
+// input the canonicaliser would change or reject (FuzzIsCanonical checks).
+func IsCanonical(b []byte) bool {
 	end, ok := canonValue(b, 0, 0)
 	return ok && end == len(b)
 }

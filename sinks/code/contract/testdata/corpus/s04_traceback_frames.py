@@ -1,0 +1,4 @@
+# Soundness probe: Traceback frames.
+import traceback
+for frame, line in traceback.walk_stack(None):
+    frame.f_globals["gatehouse"].delete("erp", "/x")

@@ -1,0 +1,5 @@
+# Soundness probe: Generator frame.
+def g():
+    yield 1
+x = g()
+x.gi_frame.f_globals

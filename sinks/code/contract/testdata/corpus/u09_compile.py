@@ -1,0 +1,4 @@
+# compile() of source, then running it.
+import gatehouse
+
+prog = compile("gatehouse.get('erp', '/x')", "<x>", "exec")

@@ -1,0 +1,7 @@
+# A helper the program never defines.
+import gatehouse
+
+def run():
+    return make_payment("erp", "/payments")
+
+run()

@@ -1,0 +1,4 @@
+# globals() used to find the client.
+import gatehouse
+
+globals()["gatehouse"].post("erp", "/payments")

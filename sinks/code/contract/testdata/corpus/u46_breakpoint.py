@@ -1,0 +1,5 @@
+# The debugger runs what it reads.
+import gatehouse
+
+breakpoint()
+gatehouse.get("erp", "/x")
