@@ -8,6 +8,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -112,7 +114,8 @@ type Broker struct {
 	approvals  Approvals
 	requests   *RequestIDs
 	identities Identities
-	later      inflight // outcomes being recorded after their reply (record.go)
+	later      inflight     // outcomes being recorded after their reply (record.go)
+	floods     refusalFlood // budgets of caller refusals' records (refusalflood.go)
 }
 
 // New returns a broker deciding under p. Sinks are looked up by Name.
@@ -162,6 +165,16 @@ func (b *Broker) Sinks() []policy.Sink {
 		out = append(out, n)
 	}
 	return out
+}
+
+// sinkList names the sinks b serves, sorted, for a message.
+func (b *Broker) sinkList() string {
+	names := make([]string, 0, len(b.sinks))
+	for n := range b.sinks {
+		names = append(names, string(n))
+	}
+	slices.Sort(names)
+	return strings.Join(names, ", ")
 }
 
 // Open opens work for a person, as application from (or Gatehouse itself,
@@ -286,7 +299,7 @@ func (b *Broker) Propose(ctx context.Context, from Caller, sinkName policy.Sink,
 func (b *Broker) propose(ctx context.Context, from Caller, sinkName policy.Sink, data []byte, slot *requestSlot) *EffectReply {
 	sink, ok := b.sinks[sinkName]
 	if !ok {
-		return errorReply("", fmt.Errorf("%w: %q", ErrUnknownSink, clip(string(sinkName))))
+		return errorReply("", fmt.Errorf("%w: %q; this broker serves %s", ErrUnknownSink, clip(string(sinkName)), b.sinkList()))
 	}
 	req, err := DecodeEffectRequest(data)
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"time"
 
 	"github.com/gatehouse/gatehouse/broker/journal"
 	"github.com/gatehouse/gatehouse/broker/subject"
@@ -74,6 +75,27 @@ type Identities interface {
 	AppTenants(id string) (tenants []string, bound bool)
 }
 
+// agentRemovals is implemented by an Identities that records removed
+// agent names (identity.Holder).
+type agentRemovals interface {
+	AgentRemovedAt(id string) (time.Time, bool)
+}
+
+// removedBefore reports whether an agent of from's name was removed at or
+// after t: then what was opened for, or sent to, the name at t was the
+// removed agent's, and from (registered since) is another identity.
+func (b *Broker) removedBefore(from Caller, t time.Time) (time.Time, bool) {
+	r, ok := b.identities.(agentRemovals)
+	if !ok || from.internal || from.class != subject.ClassAgent {
+		return time.Time{}, false
+	}
+	at, ok := r.AgentRemovedAt(from.id)
+	if !ok || t.After(at) {
+		return time.Time{}, false
+	}
+	return at, true
+}
+
 // Refusals of the caller, made before policy is asked: Gatehouse
 // established a fact and the request said otherwise, or the caller is not
 // the identity the run was opened for. They are enforced in every mode
@@ -132,16 +154,20 @@ func (b *Broker) admit(ctx context.Context, from Caller, sinkName policy.Sink, r
 		return errorReply(req.Run, fmt.Errorf("%w: %s cannot propose effects", ErrNotRunAgent, from))
 	}
 	if !from.internal && from.id != RunAgent(run) {
-		return b.refuseCaller(ctx, sinkName, run, req, b.establishedOrigin(from), RefuseRunOfAnotherAgent, ErrNotRunAgent,
+		return b.refuseCaller(ctx, from, sinkName, run, req, b.establishedOrigin(from), RefuseRunOfAnotherAgent, ErrNotRunAgent,
 			fmt.Sprintf("The run was opened for %s; %s proposed this effect and may act only on its own runs.", describeAgent(RunAgent(run)), from))
+	}
+	if at, ok := b.removedBefore(from, run.Opened); ok {
+		return b.refuseCaller(ctx, from, sinkName, run, req, b.establishedOrigin(from), RefuseRunOfAnotherAgent, ErrNotRunAgent,
+			fmt.Sprintf("The run was opened for an earlier agent named %s, removed at %s; %s is a new identity and may act only on runs opened since.", from.id, at.Format(time.RFC3339), from))
 	}
 	origin := b.establishedOrigin(from)
 	if req.Origin != "" && req.Origin != origin {
-		return b.refuseCaller(ctx, sinkName, run, req, origin, RefuseOriginNotEstablished, ErrOriginNotEstablished,
+		return b.refuseCaller(ctx, from, sinkName, run, req, origin, RefuseOriginNotEstablished, ErrOriginNotEstablished,
 			fmt.Sprintf("The request says origin %s; Gatehouse established %s for %s. Leave origin out: it is Gatehouse's fact, declared per agent identity by the deployment.", clip(string(req.Origin)), originOrUnset(origin), from))
 	}
 	if tool := string(sinkName) + "." + req.Action; req.Tool != "" && req.Tool != tool {
-		return b.refuseCaller(ctx, sinkName, run, req, origin, RefuseToolNotEstablished, ErrToolNotEstablished,
+		return b.refuseCaller(ctx, from, sinkName, run, req, origin, RefuseToolNotEstablished, ErrToolNotEstablished,
 			fmt.Sprintf("The request names the tool %q; Gatehouse knows this effect only as %q, which agent cards match. Leave tool out.", clip(req.Tool), tool))
 	}
 	req.Origin, req.Tool = origin, ""
@@ -166,8 +192,9 @@ func originOrUnset(o policy.Origin) string {
 // rule journal.RuleIdentity in run's journal and returns the reply: the
 // refused decision, and err as its error code. Like every decision it is
 // recorded before the reply (in mode off nothing is recorded, nor in a
-// closed run, whose journal ends at run.close).
-func (b *Broker) refuseCaller(ctx context.Context, sinkName policy.Sink, run *Run, req *EffectRequest, origin policy.Origin,
+// closed run, whose journal ends at run.close), within the budget of its
+// kind (refusalflood.go): past it, counted in a summarising record.
+func (b *Broker) refuseCaller(ctx context.Context, from Caller, sinkName policy.Sink, run *Run, req *EffectRequest, origin policy.Origin,
 	refusal policy.Refusal, sentinel error, detail string) *EffectReply {
 	now := b.now()
 	effectID := newID("e_", now)
@@ -190,6 +217,23 @@ func (b *Broker) refuseCaller(ctx context.Context, sinkName policy.Sink, run *Ru
 		// run's id could otherwise make the journal fail verification.
 		// The refusal is answered and logged.
 		return reply
+	}
+	if b.mode == policy.ModeOff {
+		return reply
+	}
+	// Repeated refusals of a kind are recorded within a budget, the rest
+	// counted in a summarising record (refusalflood.go).
+	k := floodKey{caller: from.String(), run: run.ID, refusal: refusal, sink: sinkName}
+	record, summarised, schedule := b.floods.take(k, b.now())
+	if !record {
+		b.metrics.observeRefusalsSuppressed(refusal, 1)
+		if schedule {
+			b.summarise(k, dd)
+		}
+		return reply
+	}
+	if summarised > 0 {
+		dd.Reasons = append(dd.Reasons, summaryReason(summarised, refusal))
 	}
 	if err := b.step(ctx, run.ID, journal.TypeDecision, effectID, dd); err != nil {
 		b.log.Error("caller refusal not recorded", "run", run.ID, "effect", effectID, "err", err)

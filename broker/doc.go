@@ -56,9 +56,10 @@
 // subject in one account, so JetStream streams, KV buckets and the micro
 // service (`nats micro ls`) stay where they are; and the identity is
 // visible in the subject, so NATS permissions, logs and traces all show
-// who asked. The cost is one endpoint subject per sink with a wildcard
-// identity token (subject.EffectEndpoint), which micro serves as one
-// endpoint.
+// who asked. The cost is one effect endpoint subject with wildcards for the
+// identity and the sink (subject.EffectEndpoint("*")): the broker reads
+// both from the subject, and answers a sink it does not serve with
+// UNKNOWN_SINK rather than leaving the request without a responder.
 //
 // # Where replies go
 //
@@ -95,7 +96,10 @@
 //	                   admit refuses (run-of-another-agent, recorded in that run)
 //	                   unless the caller is the identity the run was opened for
 //	                   (RunAgent; a sub-run's is its delegate). A run id alone
-//	                   grants nothing.
+//	                   grants nothing. A run opened before the last removal of
+//	                   its agent's name was the removed agent's: a new agent of
+//	                   the name is refused there the same way, and peer messages
+//	                   sent to the name before are discarded, not handed to it.
 //	acting_for, tenant, person, mandate, scopes, agent, input
 //	                   refused by name (FORBIDDEN_FIELD); they come from the run record
 //	origin             Gatehouse's: model for agent credentials unless the deployment
@@ -128,7 +132,10 @@
 //	                    not authority; credential: the person's, looked up after
 //	                    the decision from the run record
 //	  process, code     the program as resolved on the host (path, configured
-//	                    program); confined: the sandbox's self-test, never a field
+//	                    program); confined: the sandbox's self-test, never a field;
+//	                    integration: a stored entry, run as registry code or as
+//	                    the origin of the work that stored it, whichever is
+//	                    trusted less (a model's stored code stays model code)
 //	  workspace, artifact, memory
 //	                    path, key, visibility: the target decided; tenant and
 //	                    person (which namespace) from the run record
@@ -164,7 +171,9 @@
 // .tools.wait, tools.go) decide and record nothing; their run must be the
 // caller's own (RunAgent, else NOT_RUN_AGENT, not recorded since nothing
 // was proposed), and a wait names an approval id that must belong to that
-// run (else APPROVAL_NOT_FOUND, whether or not it exists elsewhere).
+// run (else APPROVAL_NOT_FOUND, whether or not it exists elsewhere). Each
+// agent identity has at most four waits waiting on a broker, each at most
+// MaxApprovalWait; past that TOO_MANY_WAITS, counted, not recorded.
 //
 // For applications the same holds: who opens and closes work is the
 // subject's application identity. What an application's requests carry is
@@ -192,6 +201,9 @@
 //     off they are refused and not recorded; in a closed run too, whose
 //     journal ends at run.close (verify reports any event after it as
 //     tampering, which anyone knowing the run id could otherwise cause).
+//     Repeated ones of a kind are recorded within a budget and the rest
+//     counted in a summarising record (refusalflood.go), so knowing a run
+//     id does not let anyone grow its journal without bound.
 //   - A run opened without an agent accepts only the shared agent
 //     credential; a named agent acts only on runs opened for it.
 //   - A request dropped for its reply subject is not decided: deciding and

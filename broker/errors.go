@@ -51,6 +51,10 @@ var (
 	ErrNotRunAgent          = errors.New("not the agent the run was opened for")
 	ErrNotRunApp            = errors.New("not the application that opened the run")
 	ErrTenantNotAllowed     = errors.New("application not allowed for this tenant")
+
+	// ErrTooManyWaits: the agent identity already has as many requests
+	// waiting on this broker as it may (tools.wait); nothing was waited on.
+	ErrTooManyWaits = errors.New("too many waiting requests for this agent")
 )
 
 // Code is a stable error code carried in replies beside a human message.
@@ -90,6 +94,9 @@ const (
 	CodeNotRunAgent          Code = "NOT_RUN_AGENT"
 	CodeNotRunApp            Code = "NOT_RUN_APPLICATION"
 	CodeTenantNotAllowed     Code = "TENANT_NOT_ALLOWED"
+
+	CodeTooManyWaits Code = "TOO_MANY_WAITS"
+	CodeTooLarge     Code = "TOO_LARGE"
 )
 
 // codes is the one table from sentinel errors to codes and advice; a test
@@ -99,11 +106,13 @@ var codes = []struct {
 	code   Code
 	advice string
 }{
-	{ErrBadRequest, CodeBadRequest, "fix the request; see the gatehouse.v1 request schema in the README"},
+	// ErrTooLarge wraps ErrBadRequest too, so it comes first.
+	{ErrTooLarge, CodeTooLarge, "send less: a peer message or output must fit in one message of its stream (serve --stream-max-message-kb)"},
+	{ErrBadRequest, CodeBadRequest, "fix the request: every sink's actions and params are in sinks/REFERENCE.md (gatehouse sinks SINK)"},
 	{ErrForbiddenField, CodeForbiddenField, "whom work is for comes only from the application that opened the run; remove the field"},
 	{ErrUnknownRun, CodeUnknownRun, "open work first (gatehouse.v1.app.<app>.work.open) and use the run id it returns"},
 	{ErrRunClosed, CodeRunClosed, "the application closed this run; open new work"},
-	{ErrUnknownSink, CodeUnknownSink, "use one of the sinks this broker serves (nats micro info gatehouse)"},
+	{ErrUnknownSink, CodeUnknownSink, "propose it to one of the sinks this broker serves, named above (their actions and params: sinks/REFERENCE.md, gatehouse sinks)"},
 	{ErrJournal, CodeJournal, "the decision could not be recorded; check the NATS JetStream stream and retry"},
 	{ErrRunStore, CodeRunStore, "the run store (JetStream KV) could not be reached; retry when NATS is healthy"},
 	{ErrEffectFailed, CodeEffectFailed, "the effect was decided and attempted but failed; see the outcome"},
@@ -130,6 +139,7 @@ var codes = []struct {
 	{ErrToolNotEstablished, CodeToolNotEstablished, "leave tool out: Gatehouse names an effect SINK.ACTION, which agent cards match"},
 	{ErrNotRunAgent, CodeNotRunAgent, "a run accepts effects only from the agent identity it was opened for (a sub-run: its delegate); connect with that agent's own credential"},
 	{ErrNotRunApp, CodeNotRunApp, "an application may close and read only the runs it opened; use that application's credential"},
+	{ErrTooManyWaits, CodeTooManyWaits, "let one of this agent's waiting requests end (each ends within its bound) before opening another"},
 	{ErrTenantNotAllowed, CodeTenantNotAllowed, "this application credential is bound to other tenants (gatehouse apps list); use one registered for this tenant"},
 }
 

@@ -25,6 +25,8 @@ type Metrics struct {
 	// replies counts requests dropped because their reply subject was
 	// outside the requester's inbox (Service).
 	replies *prometheus.CounterVec
+	// limits count what the per-agent bounds refused (limits_metrics.go).
+	limits limitMetrics
 }
 
 // NewMetrics creates the broker's collectors and registers them with reg.
@@ -54,7 +56,16 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		Help: "Requests dropped unanswered and undecided because their reply subject was not inside the requester's own inbox, by requester class (agent, app).",
 	}, []string{"class"})
 	m.approvals = newApprovalsGauge()
+	// Series an operator alerts on exist from the start, at 0, so a rate()
+	// or an absent() alert works before the first error, not only after.
+	for _, t := range []journal.Type{journal.TypeRunOpen, journal.TypeRunClose, journal.TypeDecision, journal.TypeAttempt, journal.TypeOutcome} {
+		m.recordErr.WithLabelValues(string(t))
+	}
+	for _, c := range []subject.Class{subject.ClassAgent, subject.ClassApp} {
+		m.replies.WithLabelValues(string(c))
+	}
 	reg.MustRegister(m.decisions, m.effects, m.record, m.recordErr, m.approvals, m.replies)
+	m.limits = newLimitMetrics(reg)
 	return m
 }
 

@@ -82,16 +82,23 @@ func (b *Broker) peerQueue() PeerQueue {
 	return nil
 }
 
-// peerWaiters counts the PeerNext requests each agent has waiting.
+// peerWaiters counts the requests each agent identity has waiting
+// (PeerNext; tools.wait with its own count), at most max each (0:
+// maxPeerWaiters).
 type peerWaiters struct {
-	mu sync.Mutex
-	n  map[string]int
+	max int
+	mu  sync.Mutex
+	n   map[string]int
 }
 
 func (w *peerWaiters) acquire(agent string) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.n[agent] >= maxPeerWaiters {
+	limit := w.max
+	if limit <= 0 {
+		limit = maxPeerWaiters
+	}
+	if w.n[agent] >= limit {
 		return false
 	}
 	if w.n == nil {
@@ -130,7 +137,7 @@ func (s *Service) peerNext(q PeerQueue) handler {
 		defer cancel()
 		stop := context.AfterFunc(s.waits, cancel)
 		defer stop()
-		m, err := q.Next(wctx, from.id, time.Duration(req.WaitMS)*time.Millisecond)
+		m, err := s.nextOwn(wctx, q, from, time.Duration(req.WaitMS)*time.Millisecond)
 		if errors.Is(err, context.Canceled) && s.waits.Err() != nil {
 			m, err = nil, nil // the service is closing: none came
 		}
@@ -141,4 +148,27 @@ func (s *Service) peerNext(q PeerQueue) handler {
 		}
 		respond(r, &PeerNextReply{Message: m})
 	}
+}
+
+// maxStaleSkipped bounds the messages of a removed agent one PeerNext
+// discards before it answers with none (the next request goes on).
+const maxStaleSkipped = 256
+
+// nextOwn is q.Next for from, discarding the messages sent to a removed
+// agent of from's name before it was removed: they were that agent's, not
+// this one's, which is a new identity of the same name. Each is taken
+// (acknowledged) and logged, so it is handed to nobody.
+func (s *Service) nextOwn(ctx context.Context, q PeerQueue, from Caller, wait time.Duration) (*PeerMessage, error) {
+	deadline := time.Now().Add(wait)
+	for range maxStaleSkipped {
+		m, err := q.Next(ctx, from.id, max(time.Until(deadline), 0))
+		if err != nil || m == nil {
+			return m, err
+		}
+		if _, stale := s.b.removedBefore(from, m.Time); !stale {
+			return m, nil
+		}
+		s.b.log.Warn("peer message to a removed agent of this name discarded", "agent", from.id, "from_run", m.FromRun, "sent", m.Time)
+	}
+	return nil, nil
 }

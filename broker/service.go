@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/micro"
 
 	"github.com/gatehouse/gatehouse/broker/subject"
+	"github.com/gatehouse/gatehouse/policy"
 )
 
 // Version is the service version announced to NATS micro.
@@ -41,9 +42,12 @@ type Service struct {
 	sem    chan struct{}
 	// waiters bounds each agent's waiting PeerNext requests; waits ends
 	// their waiting when the service closes.
-	waiters     peerWaiters
-	waits       context.Context
-	cancelWaits context.CancelFunc
+	waiters peerWaiters
+	// approvalWaits bounds each agent's waiting tools.wait requests
+	// (maxApprovalWaiters); tools.go.
+	approvalWaits peerWaiters
+	waits         context.Context
+	cancelWaits   context.CancelFunc
 }
 
 // ServiceConfig configures Serve. Zero values are useful.
@@ -51,7 +55,15 @@ type ServiceConfig struct {
 	// MaxInFlight bounds concurrently handled requests (default 1024);
 	// past it requests are answered UNAVAILABLE.
 	MaxInFlight int
+	// Status, when set, adds what the process knows beyond the broker to
+	// the status this instance reports in its micro stats (InstanceStatus).
+	// It is called on every stats request; it must be quick and safe for
+	// concurrent use.
+	Status func(*InstanceStatus)
 }
+
+// effectEndpoint is the micro endpoint every effect is requested on.
+const effectEndpoint = "effect"
 
 // handler handles one admitted request from a caller.
 type handler func(ctx context.Context, from Caller, r micro.Request)
@@ -63,13 +75,14 @@ func Serve(nc *nats.Conn, b *Broker, cfg ServiceConfig) (*Service, error) {
 		cfg.MaxInFlight = 1024
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	s := &Service{b: b, ctx: ctx, cancel: cancel, sem: make(chan struct{}, cfg.MaxInFlight)}
+	s := &Service{b: b, ctx: ctx, cancel: cancel, sem: make(chan struct{}, cfg.MaxInFlight), approvalWaits: peerWaiters{max: maxApprovalWaiters}}
 	s.waits, s.cancelWaits = context.WithCancel(ctx)
 	svc, err := micro.AddService(nc, micro.Config{
-		Name:        subject.ServiceName,
-		Version:     Version,
-		Description: "Gatehouse effect broker: decides, records and carries out agents' effects",
-		QueueGroup:  subject.QueueGroup,
+		Name:         subject.ServiceName,
+		Version:      Version,
+		Description:  "Gatehouse effect broker: decides, records and carries out agents' effects",
+		QueueGroup:   subject.QueueGroup,
+		StatsHandler: s.statsHandler(cfg.Status),
 	})
 	if err != nil {
 		cancel()
@@ -96,13 +109,15 @@ func Serve(nc *nats.Conn, b *Broker, cfg ServiceConfig) (*Service, error) {
 			return nil, s.fail(err)
 		}
 	}
-	for _, sink := range b.Sinks() {
-		sink := sink
-		if err := add("effect-"+string(sink), subject.EffectEndpoint(sink), subject.ClassAgent, func(ctx context.Context, from Caller, r micro.Request) {
-			respond(r, b.Propose(ctx, from, sink, r.Data()))
-		}); err != nil {
-			return nil, s.fail(err)
-		}
+	// One endpoint for every sink, the sink named by the subject's last
+	// token, so a request for a sink this broker does not serve (a typo)
+	// is answered UNKNOWN_SINK, naming the sinks it serves, instead of
+	// finding no responder at all.
+	if err := add(effectEndpoint, subject.EffectEndpoint("*"), subject.ClassAgent, func(ctx context.Context, from Caller, r micro.Request) {
+		subj := r.Subject()
+		respond(r, b.Propose(ctx, from, policy.Sink(subj[strings.LastIndexByte(subj, '.')+1:]), r.Data()))
+	}); err != nil {
+		return nil, s.fail(err)
 	}
 	// Return only once the server holds the subscriptions, so a request
 	// made right after Serve finds the service.

@@ -75,6 +75,16 @@ type WaitReply struct {
 // again, so a broker's in-flight slot is never held for long.
 const MaxApprovalWait = 20 * time.Second
 
+// maxApprovalWaiters bounds, per agent identity and broker, the
+// WaitRequests waiting at once (the shared agent credential is one
+// identity), so one agent cannot hold the broker's in-flight slots and
+// poll its approval store with unbounded waits; past it a wait is
+// refused at once with ErrTooManyWaits (TOO_MANY_WAITS), counted in
+// gatehouse_waits_refused_total{op="tools.wait"} and logged. Nothing is
+// recorded in a journal: a wait proposes nothing, and recording its
+// refusals would be the flood the bound prevents.
+const maxApprovalWaiters = 4
+
 // approvalPoll is how often a wait reads the approval store.
 const approvalPoll = 250 * time.Millisecond
 
@@ -197,6 +207,9 @@ func (b *Broker) runOf(ctx context.Context, from Caller, runID string) (*Run, er
 	if !from.internal && (from.class != subject.ClassAgent || from.id != RunAgent(run)) {
 		return nil, fmt.Errorf("%w: run %s was opened for %s; %s may ask only about its own runs", ErrNotRunAgent, run.ID, describeAgent(RunAgent(run)), from)
 	}
+	if _, ok := b.removedBefore(from, run.Opened); ok {
+		return nil, fmt.Errorf("%w: run %s was opened for an earlier agent named %s, since removed; %s may ask only about its own runs", ErrNotRunAgent, run.ID, from.id, from)
+	}
 	if run.Closed {
 		return nil, fmt.Errorf("%w: %s", ErrRunClosed, run.ID)
 	}
@@ -279,7 +292,19 @@ func (s *Service) addTools(add func(name, subj string, class subject.Class, h ha
 			respond(r, &WaitReply{Error: errorBody(err)})
 			return
 		}
-		rep, err := s.b.WaitApproval(ctx, from, q.Run, q.Approval, time.Duration(q.TimeoutMS)*time.Millisecond)
+		if !s.approvalWaits.acquire(from.id) {
+			s.b.metrics.observeWaitRefused(subject.ToolsWaitOp)
+			s.b.log.Warn("wait refused: too many waiting", "caller", from, "run", q.Run, "bound", maxApprovalWaiters)
+			respond(r, &WaitReply{Run: q.Run, Approval: q.Approval, Error: errorBody(fmt.Errorf("%w: %s already has %d tools.wait requests waiting on this broker, the most it may",
+				ErrTooManyWaits, from, maxApprovalWaiters))})
+			return
+		}
+		defer s.approvalWaits.release(from.id)
+		wctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		stop := context.AfterFunc(s.waits, cancel) // the service is closing: stop waiting
+		defer stop()
+		rep, err := s.b.WaitApproval(wctx, from, q.Run, q.Approval, time.Duration(q.TimeoutMS)*time.Millisecond)
 		if err != nil {
 			respond(r, &WaitReply{Run: q.Run, Approval: q.Approval, Error: errorBody(err)})
 			return

@@ -132,7 +132,7 @@ func approvalList(t *testing.T, data string, args ...string) []approval.Request 
 	t.Helper()
 	r := gh(t, append([]string{"approve", "list", "--data-dir", data, "--json"}, args...)...)
 	var rep broker.ApprovalReply
-	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil || r.code != 0 {
+	if err := cliJSON(r.stdout, &rep); err != nil || r.code != 0 {
 		t.Fatalf("approve list: exit %d %v\n%s%s", r.code, err, r.stdout, r.stderr)
 	}
 	return rep.Requests
@@ -142,7 +142,7 @@ func approvalShow(t *testing.T, data, id string) approval.Request {
 	t.Helper()
 	r := gh(t, "approve", "show", id, "--data-dir", data, "--json")
 	var rep broker.ApprovalReply
-	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil || rep.Request == nil {
+	if err := cliJSON(r.stdout, &rep); err != nil || rep.Request == nil {
 		t.Fatalf("approve show: exit %d %v\n%s%s", r.code, err, r.stdout, r.stderr)
 	}
 	return *rep.Request

@@ -48,6 +48,13 @@ type identityAttack struct {
 
 func startAttack(t *testing.T) *identityAttack {
 	t.Helper()
+	return startAttackWith(t, "")
+}
+
+// startAttackWith is startAttack with rules appended to the policy file
+// and extra flags for serve.
+func startAttackWith(t *testing.T, rules string, args ...string) *identityAttack {
+	t.Helper()
 	data := t.TempDir()
 	for _, a := range [][]string{{"agents", "add", "bob"}, {"agents", "add", "alice"}, {"apps", "add", "crm", "--tenant", "acme"}} {
 		if r := gh(t, append(a, "--data-dir", data)...); r.code != 0 {
@@ -55,8 +62,8 @@ func startAttack(t *testing.T) *identityAttack {
 		}
 	}
 	pol := filepath.Join(data, "cards.yaml")
-	must(t, os.WriteFile(pol, []byte("agents:\n  - name: bob\n  - name: alice\n  - name: builder\n  - name: dave\n"), 0o600))
-	a := &identityAttack{t: t, data: data, s: serve(t, data, "--mode", "strict", "--policy", pol), nats: filepath.Join(data, "nats"), runs: map[string]string{}}
+	must(t, os.WriteFile(pol, []byte("agents:\n  - name: bob\n  - name: alice\n  - name: builder\n  - name: dave\n"+rules), 0o600))
+	a := &identityAttack{t: t, data: data, s: serve(t, data, append([]string{"--mode", "strict", "--policy", pol}, args...)...), nats: filepath.Join(data, "nats"), runs: map[string]string{}}
 	var err error
 	a.op, err = nats.Connect(a.s.ep.NATSURL, seedOpt(t, embedded.CredsPath(a.nats, embedded.RoleBroker)))
 	must(t, err)
@@ -111,21 +118,28 @@ func (a *identityAttack) agent(id string) *client.Client {
 // reply answered is there to read.
 func (a *identityAttack) decisions(run string) []journal.Decision {
 	a.t.Helper()
-	b, err := os.ReadFile(filepath.Join(a.data, "journal", "runs", run+".jsonl"))
+	return runFileDecisions(a.t, a.data, run)
+}
+
+// runFileDecisions reads run's policy.decision events from the run file
+// of the journal under serve's data directory.
+func runFileDecisions(t *testing.T, data, run string) []journal.Decision {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(data, "journal", "runs", run+".jsonl"))
 	if errors.Is(err, os.ErrNotExist) {
 		return nil
 	}
-	must(a.t, err)
+	must(t, err)
 	var out []journal.Decision
 	for _, line := range bytes.Split(b, []byte("\n")) {
 		if len(bytes.TrimSpace(line)) == 0 {
 			continue
 		}
 		var ev journal.Event
-		must(a.t, json.Unmarshal(line, &ev))
+		must(t, json.Unmarshal(line, &ev))
 		if ev.Type == journal.TypeDecision {
 			var d journal.Decision
-			must(a.t, json.Unmarshal(ev.Data, &d))
+			must(t, json.Unmarshal(ev.Data, &d))
 			out = append(out, d)
 		}
 	}

@@ -34,8 +34,7 @@ type deployment struct {
 	redis      *cluster.Redis
 	dir, jdir  string
 	brokers    []*server
-	writer     *exec.Cmd
-	writerOut  *lineCounter
+	writer     *cluster.Proc
 	writerHTTP string
 	// writerArgs are extra flags of the writer (a journal folder elsewhere).
 	writerArgs []string
@@ -86,28 +85,14 @@ func (d *deployment) startWitness(t testing.TB) {
 	if err := os.WriteFile(w.trustedFile, []byte(jk["public key"]+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	port := cluster.FreePort(t)
-	w.url = "http://127.0.0.1:" + strconv.Itoa(port)
+	// Every process listens on a port it picks itself (:0) and says which:
+	// no port is chosen ahead and raced for.
 	cmd := exec.Command(bin, "witness", "--state-dir", filepath.Join(d.dir, "witness"), "--witness-key-file", filepath.Join(keys, "witness.key"),
-		"--name", "w1", "--log", w.logVKey, "--http", "127.0.0.1:"+strconv.Itoa(port))
-	out := &lineCounter{}
-	cmd.Stdout, cmd.Stderr = out, out
+		"--name", "w1", "--log", w.logVKey, "--http", "127.0.0.1:0")
 	cmd.Env = cleanEnv()
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		if resp, err := http.Get(w.url + "/checkpoint?origin=" + witnessOrigin); err == nil {
-			resp.Body.Close()
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("witness did not start:\n%s", out.String())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	wp := cluster.Start(t, "gatehouse witness", cmd)
+	w.url = wp.WaitOutput(t, regexp.MustCompile(`witness w1 listening on (http://\S+)`), 60*time.Second)
+	wp.WaitHTTP(t, w.url+"/healthz", http.StatusOK, 60*time.Second)
 	d.wit = w
 	// The writer signs events and checkpoints, on a schedule (every second
 	// here) and on POST /checkpoint, and has the witness cosign each.
@@ -138,12 +123,12 @@ func (d *deployment) witnessCheckpoint(t *testing.T) {
 		// 429: it signed on demand less than a second ago.
 		if code == http.StatusOK {
 			if !strings.Contains(string(body), "\n— w1 ") {
-				t.Fatalf("checkpoint %d has no cosignature of the witness:\n%s\nwriter:\n%s", d.wit.checkpoints+1, body, tail(d.writerOut.String(), 3000))
+				t.Fatalf("checkpoint %d has no cosignature of the witness:\n%s\nwriter:\n%s", d.wit.checkpoints+1, body, tail(d.writer.Output(), 3000))
 			}
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("checkpoint %d: POST /checkpoint: %d %v %s\nwriter:\n%s", d.wit.checkpoints+1, code, err, body, tail(d.writerOut.String(), 3000))
+			t.Fatalf("checkpoint %d: POST /checkpoint: %d %v %s\nwriter:\n%s", d.wit.checkpoints+1, code, err, body, tail(d.writer.Output(), 3000))
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
@@ -192,29 +177,22 @@ func (d *deployment) startBroker(t testing.TB, name string) *server {
 
 func (d *deployment) startWriter(t testing.TB) {
 	t.Helper()
-	port := cluster.FreePort(t)
-	d.writerHTTP = "http://127.0.0.1:" + strconv.Itoa(port)
 	args := append([]string{"writer", "--nats-url", d.nats.URL(), "--nats-creds", d.nats.Creds(embedded.RoleBroker), "--journal-dir", d.jdir, "--replicas", "3",
-		"--http", "127.0.0.1:" + strconv.Itoa(port), "--log-format", "json"}, d.writerArgs...)
+		"--http", "127.0.0.1:0", "--log-format", "json"}, d.writerArgs...)
 	cmd := exec.Command(bin, args...)
-	d.writerOut = &lineCounter{}
-	cmd.Stdout, cmd.Stderr = d.writerOut, d.writerOut
 	cmd.Env = cleanEnv()
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	d.writer = cmd
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	waitHTTP(t, d.writerHTTP+"/healthz", http.StatusOK)
+	d.writer = cluster.Start(t, "gatehouse writer", cmd)
+	// The writer listens before it connects to NATS, and logs where; it is
+	// ready once its stream and consumer exist and the journal is open.
+	d.writerHTTP = d.writer.WaitOutput(t, regexp.MustCompile(`"msg":"writer health, metrics and checkpoints","url":"(http://[^"]+)"`), 60*time.Second)
+	d.writer.WaitHTTP(t, d.writerHTTP+"/healthz", http.StatusOK, 60*time.Second)
+	d.writer.WaitHTTP(t, d.writerHTTP+"/readyz", http.StatusOK, 3*time.Minute)
 }
 
 // killWriter ends the writer with SIGKILL.
 func (d *deployment) killWriter(t *testing.T) {
 	t.Helper()
-	if err := d.writer.Process.Kill(); err != nil {
-		t.Fatal(err)
-	}
-	_ = d.writer.Wait()
+	d.writer.Kill()
 }
 
 // benchCreds are the flags bench needs on the cluster: the shared agent
@@ -292,7 +270,7 @@ func (d *deployment) waitDecisions(t *testing.T, n int, what string) {
 	deadline := time.Now().Add(90 * time.Second)
 	for d.decisions(t) < n {
 		if time.Now().After(deadline) {
-			t.Fatalf("%s: the journal holds %d decisions, waited for %d\nwriter:\n%s", what, d.decisions(t), n, tail(d.writerOut.String(), 3000))
+			t.Fatalf("%s: the journal holds %d decisions, waited for %d\nwriter:\n%s", what, d.decisions(t), n, tail(d.writer.Output(), 3000))
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -313,7 +291,7 @@ func (d *deployment) check(t *testing.T, acked []ackedEffect) {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("the journal writer did not catch up: %+v %v\nwriter:\n%s", lag, err, tail(d.writerOut.String(), 3000))
+			t.Fatalf("the journal writer did not catch up: %+v %v\nwriter:\n%s", lag, err, tail(d.writer.Output(), 3000))
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
@@ -448,18 +426,10 @@ func (l *loadGen) stop(t *testing.T) ([]benchResult, []ackedEffect) {
 func waitHTTP(t testing.TB, url string, code int) string {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
-	var last string
 	for {
-		resp, err := http.Get(url)
-		if err == nil {
-			b, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			if resp.StatusCode == code {
-				return string(b)
-			}
-			last = resp.Status + " " + string(b)
-		} else {
-			last = err.Error()
+		body, last, ok := cluster.Get(url, code)
+		if ok {
+			return body
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("GET %s: want %d, last %s", url, code, last)

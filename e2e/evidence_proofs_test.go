@@ -96,7 +96,8 @@ func TestWitnessedEvidenceExport(t *testing.T) {
 	withKeys := func(dir, wkey string, args ...string) result {
 		return gh(t, append([]string{"verify", "--export", dir, "--log-key", logVKey, "--witness-key", wkey}, args...)...)
 	}
-	if r := withKeys(export, witVKey); r.code != 0 || !strings.Contains(r.stdout, "intact") || !strings.Contains(r.stdout, "proofs-checked") {
+	if r := withKeys(export, witVKey); r.code != 0 || !strings.Contains(r.stdout, "intact") || !strings.Contains(r.stdout, "proofs-checked") ||
+		!strings.Contains(r.stdout, "checked: the export's checkpoint (the log's signature, the cosignatures) and the inclusion proof of every head entry") {
 		t.Fatalf("verify --export with keys: %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
 	if r := gh(t, "verify", "--export", export); r.code != 0 || !strings.Contains(r.stdout, "proofs-unchecked") {

@@ -352,7 +352,7 @@ func TestFaultFullDisk(t *testing.T) {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("the writer never reported the full disk:\n%s", tail(d.writerOut.String(), 3000))
+			t.Fatalf("the writer never reported the full disk:\n%s", tail(d.writer.Output(), 3000))
 		}
 		time.Sleep(50 * time.Millisecond)
 	}

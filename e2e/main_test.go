@@ -4,7 +4,6 @@ package e2e
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -48,20 +47,7 @@ type result struct {
 // gh runs the binary to completion.
 func gh(t *testing.T, args ...string) result {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, args...)
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	cmd.Env = cleanEnv()
-	err := cmd.Run()
-	r := result{stdout: out.String(), stderr: errb.String()}
-	if ee, ok := err.(*exec.ExitError); ok {
-		r.code = ee.ExitCode()
-	} else if err != nil {
-		t.Fatalf("gatehouse %s: %v", strings.Join(args, " "), err)
-	}
-	return r
+	return ghEnv(t, nil, args...)
 }
 
 // cleanEnv is the environment without GATEHOUSE_ settings of the machine.
@@ -105,12 +91,12 @@ func serveWith(t testing.TB, dataDir string, adjust func(*exec.Cmd), args ...str
 	t.Helper()
 	args = append([]string{"serve", "--data-dir", dataDir, "--nats-port", "-1", "--http", "127.0.0.1:0"}, args...)
 	cmd := exec.Command(bin, args...)
+	cmd.Env = cleanEnv()
 	if adjust != nil {
-		adjust(cmd)
+		adjust(cmd) // may add to the environment
 	}
 	out := &bytes.Buffer{}
 	cmd.Stdout, cmd.Stderr = out, out
-	cmd.Env = cleanEnv()
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}

@@ -185,7 +185,7 @@ grounding:
 		}
 		q := ghNoT("approve", "list", "--data-dir", data, "--state", "pending", "--json")
 		var rep broker.ApprovalReply
-		if json.Unmarshal([]byte(q.stdout), &rep) != nil || len(rep.Requests) != 1 {
+		if cliJSON(q.stdout, &rep) != nil || len(rep.Requests) != 1 {
 			approved <- q
 			return
 		}

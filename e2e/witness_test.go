@@ -100,8 +100,9 @@ func TestWitnessedJournal(t *testing.T) {
 	verify := func(args ...string) result {
 		return gh(t, append([]string{"verify", jdir, "--trusted-key", pubFile, "--log-key", logVKey, "--witness-key", witVKey, "--witness", witnessURL}, args...)...)
 	}
-	if r := verify("--require-signatures"); r.code != 0 {
-		t.Fatalf("intact journal: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	if r := verify("--require-signatures"); r.code != 0 || !strings.Contains(r.stdout, "checked: signatures:") ||
+		!strings.Contains(r.stdout, "entries against checkpoint") || !strings.Contains(r.stdout, "from "+witnessURL) || strings.Contains(r.stdout, "not checked") {
+		t.Fatalf("intact journal: exit %d (it must say it checked the signatures and the witness's checkpoint)\n%s%s", r.code, r.stdout, r.stderr)
 	}
 	cpFile := filepath.Join(tmp, "checkpoint")
 	_ = os.WriteFile(cpFile, []byte(cpText), 0o600)

@@ -101,6 +101,33 @@ func (r *Rules) Resolve(cat Catalogue) (*Rules, error) {
 	return out, nil
 }
 
+// Advice lists what in the rules loads but is likely a mistake, as
+// Problems: a rule that checks fields of the request body and leaves
+// other_fields at allow (the default), so a field no requirement names
+// (a second IBAN, a currency, a nested beneficiary) is sent unchecked.
+// gatehouse policy check prints each as a note; none stops the rules from
+// loading.
+func (r *Rules) Advice() []Problem {
+	if r == nil {
+		return nil
+	}
+	var out []Problem
+	for _, ru := range r.rules {
+		if ru.denyOthers {
+			continue
+		}
+		for f := range ru.named {
+			if strings.HasPrefix(f, "request.json") || strings.HasPrefix(f, "request.form.") {
+				out = append(out, Problem{Rule: ru.name, Index: ru.index, Part: "other_fields",
+					Problem: "other_fields is allow (the default): a body field no requirement names (a second IBAN, a currency, a nested beneficiary) is sent unchecked",
+					Fix:     "write other_fields: deny, and name in require or where every field the call may send"})
+				break
+			}
+		}
+	}
+	return out
+}
+
 // Resolved lists, per rule in file order, the catalogued operations its
 // match fits; nil for rules that were not resolved against a catalogue.
 func (r *Rules) Resolved() []Resolved {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/cockroachdb/apd/v3"
 
+	"github.com/gatehouse/gatehouse/grounding/paramnames"
 	"github.com/gatehouse/gatehouse/grounding/strictjson"
 )
 
@@ -55,8 +56,54 @@ type Records interface {
 	Lookup(ctx context.Context, workflow, provider, path string) ([]Record, error)
 	// WrittenAt returns when this workflow first sent a mutating call to
 	// that path; the zero time if it never did. (The first, not the last:
-	// a record read between two writes still shows the first one.)
+	// a record read between two writes still shows the first one.) With
+	// path AnyPath it returns when the workflow first sent the provider a
+	// mutating call no grounding rule grounded.
 	WrittenAt(ctx context.Context, workflow, provider, path string) (time.Time, error)
+	// SpentThrough returns the ReadAt of the newest record of that path
+	// that bounded a call this workflow carried out (Result.Spends): every
+	// record read at or before it is spent. The zero time if none was.
+	// (Read times, not the time of the call, so brokers' clocks never
+	// make a spent record look fresh.)
+	SpentThrough(ctx context.Context, workflow, provider, path string) (time.Time, error)
+}
+
+// AnyPath is the path WrittenAt takes for "any path of the provider": the
+// broker marks it when the workflow sends the provider a mutating call no
+// rule grounded (none applied, or it had failures), since such a call can
+// change what any of the provider's records say (a supplier's bank
+// account changed through /bank-accounts, or at a path spelt another way
+// than the one later read). A record read at or after that mark grounds
+// nothing. Real paths start with "/", so it is never one.
+//
+// The broker marks it for the asking agent too, under the workflow
+// AgentScope(agent), and Check asks both: an agent that changed a
+// provider's data without grounding in one run cannot ground a payment
+// on that data in another (segregation of duties: who maintains the
+// supplier master does not pay from it). The mark lasts as long as the
+// record store keeps it after the agent's last such change.
+const AnyPath = "*"
+
+// AgentScope is the workflow key under which an agent's ungrounded changes
+// are marked ("agent:" and the identity, "_shared" for the shared one). Run
+// ids never start with "agent:".
+func AgentScope(agent string) string {
+	if agent == "" {
+		agent = "_shared"
+	}
+	return "agent:" + agent
+}
+
+// Spend is a record a grounded call relies on as the bound of an amount:
+// the binding a money or number requirement compares against. Once the
+// call is carried out the record is spent: the broker marks it
+// (SpentThrough) and it grounds no later call of the workflow, which must
+// read the record again (and see the payment's effect) to be grounded, so
+// an invoice's amount due grounds one payment, not one per call. ReadAt is
+// when the record relied on was read; a record read after it is fresh.
+type Spend struct {
+	Provider, Path string
+	ReadAt         time.Time
 }
 
 // Reread fetches a record again through the broker (decided and recorded
@@ -66,7 +113,11 @@ type Reread func(ctx context.Context, provider, path string) (Record, error)
 // Input is everything Check looks at.
 type Input struct {
 	Workflow string // records are per workflow (the root run id)
-	Call     Call
+	// Agent is the agent identity asking ("" the shared one): its changes
+	// no rule grounded, in any workflow, count like the workflow's own
+	// (AgentScope).
+	Agent string
+	Call  Call
 	// Caller is the caller's structured input, for selectors_from: [input];
 	// nil: none given. Numbers should be json.Number (or Go integers); a
 	// float64 is read only when it holds a whole number within ±2^53.
@@ -88,6 +139,9 @@ type Result struct {
 	Citations []Citation
 	// Checks holds one entry per require of the rule, in order.
 	Checks []Checked
+	// Spends are the records a money or number requirement compared
+	// against, in binding order: carrying the call out spends them.
+	Spends []Spend
 }
 
 // Checked is one requirement's outcome, for the journal and for an
@@ -128,6 +182,24 @@ func (r *Rules) Check(ctx context.Context, in Input) Result {
 	return Result{}
 }
 
+// Applies reports whether Check would apply a rule to call: some rule's
+// match fits it (Rules from Unreadable apply to every call; nil rules to
+// none).
+func (r *Rules) Applies(call Call) bool {
+	if r == nil {
+		return false
+	}
+	if r.problem != "" {
+		return true
+	}
+	for _, ru := range r.rules {
+		if _, ok := ru.match.fits(call); ok {
+			return true
+		}
+	}
+	return false
+}
+
 // Keeps reports whether a response from provider at path could ground
 // some rule: path fits the read template of some binding. The broker keeps
 // only those responses, and records writes (mutating calls) to those paths
@@ -142,6 +214,13 @@ func (r *Rules) Keeps(provider, path string) bool {
 		}
 	}
 	return false
+}
+
+// ReadsFrom reports whether some rule binds a record of provider: the
+// broker then marks the workflow's ungrounded mutating calls to it
+// (WrittenAt with AnyPath).
+func (r *Rules) ReadsFrom(provider string) bool {
+	return r != nil && len(r.reads[provider]) > 0
 }
 
 func (t template) fits(p string) bool {
@@ -225,6 +304,8 @@ type checker struct {
 	json     jsonDoc
 	form     url.Values
 	bound    []boundRecord
+	// anywhere holds, per provider, the answer of WrittenAt with AnyPath.
+	anywhere map[string]mark
 	// twice holds the fields sent twice, by the case-folded form of their
 	// field path ("request.json.iban", "request.form.iban"): a JSON key or
 	// a form or query name written twice, or written in two ways equal
@@ -260,8 +341,36 @@ func (c *checker) run() Result {
 	}
 	if c.ru.denyOthers {
 		c.others()
+	} else {
+		c.unnamedElements()
 	}
 	return c.res
+}
+
+// unnamedElements fails every list the rule indexes that holds an element
+// the rule names no path into (under other_fields: deny, others reports
+// each such element itself): a batch whose first payment is grounded
+// does not carry a second one unchecked.
+func (c *checker) unnamedElements() {
+	if c.bodyKind != bodyJSON {
+		return
+	}
+	for _, l := range c.ru.lists {
+		vs, st := walk(c.json.root, l.segs, false)
+		if st != found || len(vs) != 1 {
+			continue
+		}
+		list, ok := vs[0].([]any)
+		if !ok {
+			continue
+		}
+		for i := range list {
+			if !l.named[i] {
+				c.fail("%s holds %d elements and the rule names only some of them by index, so the others would go unchecked (name every element the call may send, or write other_fields: deny)", l.text, len(list))
+				break
+			}
+		}
+	}
 }
 
 // readRequest decodes the body by its content type and reports fields
@@ -306,50 +415,59 @@ func (c *checker) readRequest() {
 				break
 			}
 			c.bodyKind, c.form = bodyForm, form
-			c.namesTwice("request.form.", form)
+			c.valuesTwice("request.form.", form)
 		default:
 			c.bodyKind = bodyUnreadable
 			c.fail("the request body cannot be read: its content type is not application/json or application/x-www-form-urlencoded")
 		}
 	}
-	c.namesTwice("request.query.", call.Query)
-	c.mergedTwice()
+	c.valuesTwice("request.query.", call.Query)
+	c.namesClash()
 }
 
-// mergedTwice fails every top-level body field (a JSON key or a form name)
-// also sent as a query name, up to case: frameworks that merge query and
-// body parameters (Rails, Laravel, PHP's $_REQUEST) read them as one
-// field, and which copy wins differs.
-func (c *checker) mergedTwice() {
-	q := c.in.Call.Query
-	if len(q) == 0 {
-		return
+// namesClash fails every pair of top-level names (query names, form names,
+// the JSON body's keys) that common servers read as one field or one
+// inside the other (paramnames.Clashes): names equal after case folding
+// and NFC ("iban" and "IBAN"), a query name and a body field of one
+// reading (frameworks that merge query and body parameters, Rails,
+// Laravel, PHP's $_REQUEST, read them as one, and which copy wins
+// differs), and names that nest or mangle into one ("iban" and "iban[]",
+// "payment" and "payment[iban]", "payment.iban", " iban", "remittance.email"
+// for remittance_email).
+func (c *checker) namesClash() {
+	if len(c.in.Call.Query) == 0 && c.bodyKind != bodyForm {
+		return // only JSON keys, which are literal (strictjson checked them)
 	}
-	var keys []string
-	prefix := "request.json."
+	type src struct{ prefix, key string }
+	var names []paramnames.Name
+	var from []src
+	for _, k := range sortedKeys(c.in.Call.Query) {
+		names, from = append(names, paramnames.Name{Key: k}), append(from, src{"request.query.", k})
+	}
 	switch c.bodyKind {
 	case bodyJSON:
 		if m, ok := c.json.root.(map[string]any); ok {
-			keys = sortedKeys(m)
+			for _, k := range sortedKeys(m) {
+				names, from = append(names, paramnames.Name{Key: k, Literal: true}), append(from, src{"request.json.", k})
+			}
 		}
 	case bodyForm:
-		keys, prefix = sortedKeys(c.form), "request.form."
-	}
-	if len(keys) == 0 {
-		return
-	}
-	inQuery := make(map[string]string, len(q))
-	for k := range q {
-		inQuery[strictjson.FoldKey(k)] = k
-	}
-	for _, k := range keys {
-		qk, ok := inQuery[strictjson.FoldKey(k)]
-		if !ok {
-			continue
+		for _, k := range sortedKeys(c.form) {
+			names, from = append(names, paramnames.Name{Key: k}), append(from, src{"request.form.", k})
 		}
-		c.sentTwice(prefix + k)
-		c.sentTwice("request.query." + qk)
-		c.fail("%s%s is sent twice, in the body and in the query, which servers that merge parameters read as one field", prefix, displayKey(k))
+	}
+	for _, cl := range paramnames.Clashes(names) {
+		a, b := from[cl.A], from[cl.B]
+		c.sentTwice(a.prefix + a.key)
+		c.sentTwice(b.prefix + b.key)
+		switch {
+		case a.prefix != b.prefix: // a is the query's (queries come first)
+			c.fail("%s%s is sent twice, in the body and in the query (%s%s), which servers that merge parameters read as one field", b.prefix, displayKey(b.key), a.prefix, displayKey(a.key))
+		case strictjson.FoldKey(a.key) == strictjson.FoldKey(b.key):
+			c.fail("%s%s is sent twice, as names that differ only in case or Unicode form (%s)", b.prefix, displayKey(b.key), displayKey(a.key))
+		default:
+			c.fail("%s%s is sent twice, as names servers read as one field (%s: brackets and dots nest names, PHP drops leading spaces and reads . as _)", b.prefix, displayKey(b.key), displayKey(a.key))
+		}
 	}
 }
 
@@ -360,25 +478,14 @@ func (c *checker) sentTwice(field string) {
 	c.twice[strictjson.FoldKey(field)] = true
 }
 
-// namesTwice fails every form or query name sent with more than one
-// value, or written in two ways equal after case folding and NFC.
-func (c *checker) namesTwice(prefix string, vals url.Values) {
-	var seen map[string]string
+// valuesTwice fails every form or query name sent with more than one
+// value.
+func (c *checker) valuesTwice(prefix string, vals url.Values) {
 	for _, k := range sortedKeys(vals) {
-		f := strictjson.FoldKey(k)
-		prev, again := seen[f]
-		switch {
-		case again:
-			c.sentTwice(prefix + k)
-			c.fail("%s%s is sent twice, as names that differ only in case or Unicode form (%s)", prefix, displayKey(k), displayKey(prev))
-		case len(vals[k]) > 1:
+		if len(vals[k]) > 1 {
 			c.sentTwice(prefix + k)
 			c.fail("%s%s is sent twice", prefix, displayKey(k))
 		}
-		if seen == nil {
-			seen = map[string]string{}
-		}
-		seen[f] = k
 	}
 }
 
@@ -681,6 +788,24 @@ func (c *checker) bind(i int) {
 			}
 		}
 	}
+	if c.in.Records != nil {
+		if written, err := c.writtenAnywhere(b.provider); err != nil {
+			c.fail("binding %s: the record store could not say whether this workflow changed provider %s: %v", b.name, b.provider, err)
+			ok = false
+		} else if !written.IsZero() && !chosen.ReadAt.Before(written) {
+			c.fail("binding %s: the record of %s was read after this workflow or its agent sent %s a change no grounding rule checked, so it may show that change", b.name, what, b.provider)
+			ok = false
+		}
+		if b.spends {
+			if spent, err := c.in.Records.SpentThrough(c.ctx, c.in.Workflow, b.provider, filled); err != nil {
+				c.fail("binding %s: the record store could not say whether the record of %s already bounded a call: %v", b.name, what, err)
+				ok = false
+			} else if !spent.IsZero() && !chosen.ReadAt.After(spent) {
+				c.fail("binding %s: the record of %s already bounded an amount this workflow sent, so it grounds no other; read it again, after that call, to ground another", b.name, what)
+				ok = false
+			}
+		}
+	}
 	if c.ru.maxAge > 0 {
 		switch {
 		case c.in.Now.IsZero() || chosen.ReadAt.IsZero():
@@ -708,12 +833,41 @@ func (c *checker) bind(i int) {
 		return
 	}
 	c.bound[i] = boundRecord{ok: true, doc: doc.root}
+	if b.spends {
+		c.res.Spends = append(c.res.Spends, Spend{Provider: b.provider, Path: filled, ReadAt: chosen.ReadAt})
+	}
 	cite := chosen.Citation
 	cite.Digest = digest
 	if cite.Path == "" {
 		cite.Path = b.provider + ":" + filled
 	}
 	c.res.Citations = append(c.res.Citations, cite)
+}
+
+// writtenAnywhere is the first of WrittenAt with AnyPath for the workflow
+// and for the agent's scope, asked once per provider in a check.
+func (c *checker) writtenAnywhere(provider string) (time.Time, error) {
+	if m, ok := c.anywhere[provider]; ok {
+		return m.at, m.err
+	}
+	at, err := c.in.Records.WrittenAt(c.ctx, c.in.Workflow, provider, AnyPath)
+	if err == nil {
+		var byAgent time.Time
+		byAgent, err = c.in.Records.WrittenAt(c.ctx, AgentScope(c.in.Agent), provider, AnyPath)
+		if !byAgent.IsZero() && (at.IsZero() || byAgent.Before(at)) {
+			at = byAgent
+		}
+	}
+	if c.anywhere == nil {
+		c.anywhere = map[string]mark{}
+	}
+	c.anywhere[provider] = mark{at, err}
+	return at, err
+}
+
+type mark struct {
+	at  time.Time
+	err error
 }
 
 // segmentText returns a selector value as a path segment: a string or a

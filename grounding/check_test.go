@@ -15,13 +15,29 @@ import (
 type fakeRecords struct {
 	reads  map[string][]Record             // by workflow
 	writes map[string]map[string]time.Time // by workflow, then "provider path"
+	spent  map[string]map[string]time.Time // by workflow, then "provider path"
 	err    error
 }
 
 var _ Records = (*fakeRecords)(nil)
 
 func newFake() *fakeRecords {
-	return &fakeRecords{reads: map[string][]Record{}, writes: map[string]map[string]time.Time{}}
+	return &fakeRecords{reads: map[string][]Record{}, writes: map[string]map[string]time.Time{}, spent: map[string]map[string]time.Time{}}
+}
+
+func (f *fakeRecords) spend(workflow, provider, path string, through time.Time) *fakeRecords {
+	if f.spent[workflow] == nil {
+		f.spent[workflow] = map[string]time.Time{}
+	}
+	f.spent[workflow][provider+" "+path] = through
+	return f
+}
+
+func (f *fakeRecords) SpentThrough(_ context.Context, workflow, provider, path string) (time.Time, error) {
+	if f.err != nil {
+		return time.Time{}, f.err
+	}
+	return f.spent[workflow][provider+" "+path], nil
 }
 
 func (f *fakeRecords) read(workflow string, recs ...Record) *fakeRecords {

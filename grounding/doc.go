@@ -84,6 +84,12 @@
 // with at_most is non-negative unless it says otherwise, so an amount
 // bounded from above cannot be a negative one; the others default to any.
 //
+// A list of the JSON body that a require or where indexes
+// (request.json.payments[0].iban) may hold only elements the rule names a
+// path into: a batch whose first payment is grounded fails when it carries
+// a second, whatever other_fields says, rather than send the second
+// unchecked.
+//
 // other_fields: deny refuses every request field no require field and no
 // where names: every leaf of the JSON body (a scalar, an empty object or
 // an empty list; naming a path names everything inside it), every form key,
@@ -123,13 +129,17 @@
 // at the first failure:
 //
 //  1. reads the request: the body by its content type (a body it cannot
-//     read fails, when a rule applies), and fails each field sent twice
-//     (a JSON object key at any depth, a form key or a query key, also
-//     when the two are written differently but equal after Unicode case
-//     folding and NFC, "iban" and "IBAN", which a provider matching fields
-//     without regard to case reads as one: strictjson.FoldKey), and each
-//     top-level body field also sent as a query name (frameworks that
-//     merge query and body parameters read one of the two);
+//     read fails, when a rule applies), and fails each field sent twice:
+//     a JSON object key at any depth written twice, also when the two are
+//     written differently but equal after Unicode case folding and NFC,
+//     "iban" and "IBAN", which a provider matching fields without regard
+//     to case reads as one (strictjson.FoldKey); a form or query name with
+//     two values; and each pair of top-level names (query names, form
+//     names, the JSON body's keys) common servers read as one field or one
+//     inside the other (paramnames.Clashes): equal up to case, a body field
+//     and a query name (frameworks that merge query and body parameters
+//     read one of the two), "iban" and "iban[]", "payment" and
+//     "payment[iban]" or "payment.iban", " iban" and "iban" (PHP);
 //  2. follows each binding in order: fills the read path from its where;
 //     finds the records read at exactly that path (Records.Lookup, or one
 //     Reread); fails when there is none, when records with different
@@ -137,8 +147,15 @@
 //     of them was read at or after the time this workflow first wrote to
 //     that path (Records.WrittenAt; a record read after the run's own
 //     write may show the run's change, so it grounds nothing, while one
-//     read before the write is still a record the run did not shape), when
-//     it is older than max_age_seconds, when its citation's digest is not
+//     read before the write is still a record the run did not shape), or
+//     at or after the time it first sent the provider a change no rule
+//     grounded (WrittenAt with AnyPath: such a change may show in any
+//     record, under any path), or that the asking agent sent one in any
+//     workflow (WrittenAt of AgentScope(agent) with AnyPath), when a money or number requirement compares
+//     against it and it was read at or before the newest record of its
+//     path that a carried-out call already relied on
+//     (Records.SpentThrough; see Spend: the record that bounds an amount
+//     grounds one call), when it is older than max_age_seconds, when its citation's digest is not
 //     the digest of its body, or when its body is not one JSON value
 //     strictjson reads without repeated keys (equal up to case and NFC
 //     included). A binding that fails leaves every binding and
@@ -146,6 +163,10 @@
 //  3. checks each requirement: both sides present (JSON null counts as
 //     missing) and readable as the kind, then the relation;
 //  4. with other_fields: deny, fails every field nothing names.
+//
+// Result.Spends lists the records the money and number requirements
+// compared against; the broker marks them spent when it carries the call
+// out.
 //
 // Result.Failures names every failure, in that order, as a sentence
 // without a trailing period. Failures name paths, bindings, rules and
@@ -177,5 +198,7 @@
 // Keeps reports whether a provider response at a path could ground a rule
 // (the path fits some binding's read template), so the broker stores only
 // those; grounding costs nothing when no rule applies. The broker records
-// its mutating calls to the same paths for WrittenAt.
+// its mutating calls to the same paths for WrittenAt, and, when no rule
+// grounded one, marks the whole provider (AnyPath) for every provider
+// ReadsFrom names, for the workflow and for the agent's scope.
 package grounding

@@ -9,6 +9,8 @@ import (
 	"io"
 	"os"
 	"path"
+	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -55,6 +57,55 @@ type rule struct {
 	// "request.json.a.b", "request.form.x", "request.query.x" or
 	// "request.path.x"; with denyOthers, anything else sent is refused.
 	named map[string]bool
+	// lists are the lists in the JSON body a require or where indexes
+	// ("request.json.payments[0].iban"): a call that sends one with an
+	// element none of them names fails, whatever other_fields says.
+	lists []indexedList
+}
+
+// indexedList is a list of the JSON body a rule names elements of by
+// index.
+type indexedList struct {
+	text  string // "request.json.payments"
+	segs  []pseg // after request.json
+	named map[int]bool
+}
+
+// indexedLists finds the lists the named request.json paths index.
+func indexedLists(named map[string]bool) []indexedList {
+	byText := map[string]*indexedList{}
+	var order []string
+	for p := range named {
+		if !strings.HasPrefix(p, "request.json") {
+			continue
+		}
+		segs, err := splitPath(p)
+		if err != nil || len(segs) < 2 {
+			continue
+		}
+		segs = segs[2:]
+		text := "request.json"
+		for i, sg := range segs {
+			if sg.index >= 0 {
+				l := byText[text]
+				if l == nil {
+					l = &indexedList{text: text, segs: segs[:i:i], named: map[int]bool{}}
+					byText[text] = l
+					order = append(order, text)
+				}
+				l.named[sg.index] = true
+				text += "[" + strconv.Itoa(sg.index) + "]"
+				continue
+			}
+			text += "." + sg.key
+		}
+	}
+	sort.Strings(order)
+	out := make([]indexedList, 0, len(order))
+	for _, t := range order {
+		out = append(out, *byText[t])
+	}
+	return out
 }
 
 type matcher struct {
@@ -88,6 +139,10 @@ type binding struct {
 	provider string
 	read     template
 	where    []selector // one per placeholder, in the template's order
+	// spends: a money or number requirement compares against this
+	// binding's record, so the record bounds the amount a call sends and
+	// grounds one carried-out call (see Result.Spends).
+	spends bool
 }
 
 type selector struct {
@@ -375,6 +430,12 @@ func (c *compiler) rule(i int, item *yaml.Node) (*rule, error) {
 	}
 	if len(ru.reqs) == 0 && !ru.denyOthers {
 		return nil, c.At(item, where, "the rule checks nothing; give it a require list or other_fields: deny")
+	}
+	ru.lists = indexedLists(ru.named)
+	for _, q := range ru.reqs {
+		if (q.kind == KindMoney || q.kind == KindNumber) && q.against.root == rootBinding && q.against.bind >= 0 {
+			ru.binds[q.against.bind].spends = true
+		}
 	}
 	return ru, nil
 }
@@ -734,10 +795,10 @@ func (c *compiler) requirement(ru *rule, j int, n *yaml.Node, ruleWhere string) 
 	if err := c.sign(&q, signNode, where); err != nil {
 		return q, err
 	}
-	if (q.rel == relAtMost || q.rel == relAtLeast) && relNode.Kind == yaml.ScalarNode && (relNode.ShortTag() == "!!int" || relNode.ShortTag() == "!!float") {
-		// A literal bound: at_most: 1000, at_least: 0.01.
+	if (q.rel == relAtMost || q.rel == relAtLeast) && relNode.Kind == yaml.ScalarNode && (relNode.ShortTag() == "!!int" || relNode.ShortTag() == "!!float" || looksNumeric(relNode.Value)) {
+		// A literal bound: at_most: 1000, at_least: 0.01 (or quoted).
 		if !decimalSyntax(relNode.Value, q.kind == KindNumber) {
-			return q, c.At(relNode, where+" "+relName, "%q is not a plain decimal number", relNode.Value)
+			return q, c.At(relNode, where+" "+relName, "%q is not a plain decimal number (write e.g. 0.01 or 1000, or a record's field such as invoice.amount_due)", relNode.Value)
 		}
 		q.list = []any{json.Number(relNode.Value)}
 		q.text = fmt.Sprintf("%s %s %s (%s)", q.field.text, relName, relNode.Value, q.kind)
@@ -817,6 +878,12 @@ func (c *compiler) sign(q *requirement, n *yaml.Node, where string) error {
 		return c.At(n, where+" sign", "unknown value %q (sign takes positive, non-negative or any)", s)
 	}
 	return nil
+}
+
+// looksNumeric reports text that is meant as a number rather than a
+// path: it starts with a digit, a sign or a dot (no binding name does).
+func looksNumeric(s string) bool {
+	return s != "" && (isDigit(s[0]) || s[0] == '-' || s[0] == '+' || s[0] == '.')
 }
 
 // literal reads a one_of entry: a string, a decimal number, true, false

@@ -36,6 +36,20 @@ func TestLoadValid(t *testing.T) {
 	if (*Rules)(nil).Digest() != "" || Unreadable("x", nil).Digest() != "" {
 		t.Error("nil or unreadable rules have a digest")
 	}
+	pay := mustLoad(t, "testdata/payment.yaml")
+	for _, c := range []struct {
+		call Call
+		want bool
+	}{
+		{Call{Provider: "erp", Method: "POST", Path: "/payments"}, true},
+		{Call{Provider: "erp", Method: "POST", Path: "/payments/"}, false},
+		{Call{Provider: "erp2", Method: "POST", Path: "/payments"}, false},
+	} {
+		call, want := c.call, c.want
+		if got := pay.Applies(call); got != want || got != pay.Check(t.Context(), Input{Call: call}).Applied {
+			t.Errorf("Applies(%+v) = %v, want %v as Check", call, got, want)
+		}
+	}
 }
 
 func TestLoadMissingFile(t *testing.T) {
@@ -182,6 +196,9 @@ func TestUnreadableRefusesEveryCall(t *testing.T) {
 		{},
 	} {
 		res := r.Check(t.Context(), Input{Call: call})
+		if !r.Applies(call) || (*Rules)(nil).Applies(call) {
+			t.Errorf("%+v: Applies disagrees with Check", call)
+		}
 		if !res.Applied || len(res.Failures) != 1 || res.Rule != UnreadableRule {
 			t.Fatalf("%+v: %+v", call, res)
 		}

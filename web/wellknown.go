@@ -18,7 +18,8 @@ import (
 )
 
 // Integrity is what the journal-integrity endpoints serve. Every field
-// may be nil; its endpoints then answer 404.
+// may be nil; its endpoints then answer 404 (the checkpoint ones with
+// NoCheckpoints, saying why).
 //
 //	GET  /.well-known/did.json     did:web document: the audit key as #audit-key
 //	                               (JsonWebKey2020, OKP Ed25519), previous keys
@@ -150,7 +151,23 @@ func (a *app) maySign(c echo.Context) error {
 	return nil
 }
 
+// NoCheckpoints is what the checkpoint endpoints answer (404) where
+// nothing signs checkpoints, so a curl -X POST /checkpoint learns why
+// rather than meeting a CSRF refusal meant for the dashboard's forms.
+const NoCheckpoints = "this Gatehouse signs no checkpoints: its journal has no signing key; start it with --signing-key-file FILE " +
+	"(make one with gatehouse keygen --out FILE --log-origin ORIGIN), or stop it and run gatehouse checkpoint\n"
+
 func registerIntegrity(e *echo.Echo, in *Integrity, guard integrityGuard) {
+	text := func(c echo.Context, code int, s string) error {
+		return c.Blob(code, "text/plain; charset=utf-8", []byte(s))
+	}
+	if in == nil || in.Checkpoints == nil {
+		off := func(c echo.Context) error { return text(c, http.StatusNotFound, NoCheckpoints) }
+		e.GET("/checkpoint", off)
+		e.POST("/checkpoint", off)
+		e.GET("/checkpoint/key", off)
+		e.GET("/checkpoint/proof", off)
+	}
 	if in == nil {
 		return
 	}
@@ -166,9 +183,6 @@ func registerIntegrity(e *echo.Echo, in *Integrity, guard integrityGuard) {
 	cs := in.Checkpoints
 	if cs == nil {
 		return
-	}
-	text := func(c echo.Context, code int, s string) error {
-		return c.Blob(code, "text/plain; charset=utf-8", []byte(s))
 	}
 	e.GET("/checkpoint", func(c echo.Context) error {
 		if c.QueryParam("fresh") != "" {

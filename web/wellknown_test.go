@@ -103,3 +103,27 @@ func TestIntegrityRoutes(t *testing.T) {
 		}
 	}
 }
+
+// TestNoCheckpoints: where nothing signs checkpoints (no signing key),
+// every checkpoint endpoint answers 404 saying so, on serve's web server
+// before the first user (no CSRF refusal for a curl -X POST) and on the
+// writer's handler alike.
+func TestNoCheckpoints(t *testing.T) {
+	handlers := map[string]http.Handler{
+		"web server": New(Config{Status: func() dashboard.Status { return dashboard.Status{} }}),
+		"writer":     IntegrityHandler(nil),
+		"did only":   IntegrityHandler(&Integrity{AuditKey: make(ed25519.PublicKey, ed25519.PublicKeySize)}),
+	}
+	for name, h := range handlers {
+		for _, c := range []struct{ method, path string }{{http.MethodPost, "/checkpoint"}, {http.MethodGet, "/checkpoint"},
+			{http.MethodGet, "/checkpoint/key"}, {http.MethodGet, "/checkpoint/proof?old=1&new=2"}} {
+			rec := httptest.NewRecorder()
+			req := httptest.NewRequest(c.method, c.path, nil)
+			req.Host = "127.0.0.1:8080"
+			h.ServeHTTP(rec, req)
+			if rec.Code != http.StatusNotFound || rec.Body.String() != NoCheckpoints {
+				t.Errorf("%s: %s %s: %d %q", name, c.method, c.path, rec.Code, rec.Body)
+			}
+		}
+	}
+}

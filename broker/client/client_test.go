@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -64,9 +65,16 @@ func TestNoBrokerAndTimeoutHaveCodes(t *testing.T) {
 	req := broker.EffectRequest{Run: "r_01m8n75ye327hsa7apgb8fqfxn", Action: "put"}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
+	// A broker answers for a sink it does not serve, naming those it does.
 	_, err := env.Agent.Effect(ctx, policy.SinkMemory, req)
+	if code(err) != broker.CodeUnknownSink || !strings.Contains(err.Error(), "serves output") {
+		t.Fatalf("a broker not serving memory: %v (code %q)", err, code(err))
+	}
+	env.Replies.Close() // the broker's service goes away: nobody answers
+	waitNoBroker(t, env)
+	_, err = env.Agent.Effect(ctx, policy.SinkMemory, req)
 	if code(err) != broker.CodeNoBroker || !errors.Is(err, client.ErrNoBroker) || !errors.Is(err, nats.ErrNoResponders) {
-		t.Fatalf("no broker serving memory: %v (code %q)", err, code(err))
+		t.Fatalf("no broker: %v (code %q)", err, code(err))
 	}
 
 	n, _ := dying(t, env.NC, policy.SinkMemory, 1<<30, "")
@@ -86,6 +94,8 @@ func TestNoBrokerAndTimeoutHaveCodes(t *testing.T) {
 // same id, and the second answer is returned.
 func TestRetryOnceWithRequestID(t *testing.T) {
 	env := world(t)
+	env.Replies.Close() // only the dying brokers below answer
+	waitNoBroker(t, env)
 	n, last := dying(t, env.NC, policy.SinkMemory, 1, `{"run":"r_01m8n75ye327hsa7apgb8fqfxn","effect":"e_1","replayed":true,"decision":{"outcome":"allowed","mode":"strict","enforced":true,"recorded":true}}`)
 	req := broker.EffectRequest{Run: "r_01m8n75ye327hsa7apgb8fqfxn", Action: "put", RequestID: "req-7"}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
@@ -109,5 +119,23 @@ func TestRetryOnceWithRequestID(t *testing.T) {
 	}
 	if got := n2.Load(); got != 2 {
 		t.Fatalf("request went %d times, want 2 (one retry)", got)
+	}
+}
+
+// waitNoBroker waits until the server has seen the broker's connection go:
+// a request then finds no responder.
+func waitNoBroker(t *testing.T, env *sinktest.Env) {
+	t.Helper()
+	req := broker.EffectRequest{Run: "r_01m8n75ye327hsa7apgb8fqfxn", Action: "put"}
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+		_, err := env.Agent.Effect(ctx, policy.SinkOutput, req)
+		cancel()
+		if code(err) == broker.CodeNoBroker {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the broker still answers after its connection closed: %v", err)
+		}
 	}
 }

@@ -18,22 +18,29 @@ import (
 // named by the digests here, which are the digests the decision's
 // citations and the reading effect's outcome record.
 //
-// Replay answers every Lookup, WrittenAt and Reread from it, so the check
-// runs again without a record store, a provider or a broker.
+// Replay answers every Lookup, WrittenAt, SpentThrough and Reread from
+// it, so the check runs again without a record store, a provider or a
+// broker.
 type Grounding struct {
 	// RulesDigest is the digest of the grounding rules file's bytes, kept
 	// as a KindGrounding blob; "" when the rules could not be read (every
 	// call was refused, and replay takes the recorded result).
 	RulesDigest string `json:"rules_digest"`
 	// Workflow is the workflow the records belong to (the run's root).
-	Workflow string        `json:"workflow"`
-	Call     GroundingCall `json:"call"`
+	Workflow string `json:"workflow"`
+	// Agent is the asking agent ("" the shared one), whose ungrounded
+	// changes in any workflow count (grounding.AgentScope).
+	Agent string        `json:"agent,omitempty"`
+	Call  GroundingCall `json:"call"`
 	// Caller is the run's input as the application gave it (verbatim).
 	Caller json.RawMessage `json:"caller,omitempty"`
 	// Now is the time the check was given.
 	Now     time.Time     `json:"now"`
 	Lookups []RecordsRead `json:"lookups,omitempty"`
 	Writes  []WriteMark   `json:"writes,omitempty"`
+	// Spends are the answers of SpentThrough: At is the read time through
+	// which the path's records were spent.
+	Spends  []WriteMark   `json:"spends,omitempty"`
 	Rereads []RecordsRead `json:"rereads,omitempty"`
 }
 
@@ -78,6 +85,9 @@ type RecordMeta struct {
 // WriteMark is one answer of WrittenAt: the workflow's first write to the
 // path (zero: never), or the error the store gave.
 type WriteMark struct {
+	// Workflow is the scope asked when it is not the check's workflow (an
+	// agent's, grounding.AgentScope); "" is the check's.
+	Workflow string    `json:"workflow,omitempty"`
 	Provider string    `json:"provider"`
 	Path     string    `json:"path"`
 	At       time.Time `json:"at,omitzero"`

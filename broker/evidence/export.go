@@ -58,7 +58,7 @@ func collect(journalDir string, sel Selector, opts exportOptions) (*bundle, erro
 	if err != nil {
 		return nil, err
 	}
-	head, err := os.ReadFile(filepath.Join(journalDir, "head.jsonl"))
+	head, err := journal.ReadRegular(filepath.Join(journalDir, "head.jsonl"), maxRunBytes)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s: %w", ErrNoJournal, journalDir, err)
 	}

@@ -152,11 +152,15 @@ func listRuns(dir string) ([]string, error) {
 	return out, nil
 }
 
+// maxRunBytes bounds one run file read whole (readRun, the head log in
+// Export): the evidence readers hold a run in memory.
+const maxRunBytes = 1 << 30
+
 // readRun reads a run file up to its last complete line and parses it.
 // Lines that do not parse are skipped (verify reports them).
 func readRun(dir, id string) *runData {
 	rd := &runData{id: id}
-	b, err := os.ReadFile(filepath.Join(dir, "runs", id+".jsonl"))
+	b, err := journal.ReadRegular(filepath.Join(dir, "runs", id+".jsonl"), maxRunBytes)
 	if err != nil {
 		rd.readErr = err.Error()
 		return rd

@@ -169,7 +169,7 @@ func (r RunEntry) Entries() []Entry {
 // Day counts one day's decisions. Would counts allowed decisions that
 // strict mode would have refused or held.
 type Day struct {
-	Day     time.Time `json:"day"`
+	Day     time.Time `json:"day,omitzero"` // none in Totals
 	Allowed int       `json:"allowed"`
 	Refused int       `json:"refused"`
 	Held    int       `json:"held"`

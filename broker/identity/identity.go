@@ -35,7 +35,6 @@ import (
 	"path/filepath"
 	"slices"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/gatehouse/gatehouse/broker/subject"
@@ -87,6 +86,17 @@ type App struct {
 type Registry struct {
 	Agents []Agent `json:"agents"`
 	Apps   []App   `json:"apps"`
+	// Removed is when each agent name was last removed. An agent
+	// registered under the name again is a new identity: runs opened for
+	// the name before that moment, and peer messages sent to it before,
+	// were the removed agent's and are never its (AgentRemovedAt).
+	Removed []Removal `json:"removed,omitempty"`
+}
+
+// Removal is the last removal of an agent name.
+type Removal struct {
+	Name string    `json:"name"`
+	At   time.Time `json:"at"`
 }
 
 // Load reads the register at path; a missing file is an empty register.
@@ -126,20 +136,7 @@ func Load(path string) (*Registry, error) {
 // privateFile fails unless f (what was opened, links followed) is a
 // regular file of this process's uid that no group or other may write.
 func privateFile(f *os.File) error {
-	fi, err := f.Stat()
-	if err != nil {
-		return err
-	}
-	if !fi.Mode().IsRegular() {
-		return errors.New("not a regular file")
-	}
-	if st, ok := fi.Sys().(*syscall.Stat_t); ok && int(st.Uid) != os.Geteuid() {
-		return fmt.Errorf("belongs to uid %d, not %d: that user could declare any agent's origin", st.Uid, os.Geteuid())
-	}
-	if fi.Mode().Perm()&0o022 != 0 {
-		return fmt.Errorf("mode %04o lets other users write it, and so declare any agent's origin (chmod 600)", fi.Mode().Perm())
-	}
-	return nil
+	return ownFile(f, "declare any agent's origin", false)
 }
 
 // Validate checks every name, origin and tenant, and that no name is
@@ -157,6 +154,11 @@ func (r *Registry) Validate() error {
 			return fmt.Errorf("agent %s: %w twice", a.Name, ErrExists)
 		}
 		seen[a.Name] = true
+	}
+	for _, rm := range r.Removed {
+		if err := checkName(rm.Name); err != nil {
+			return fmt.Errorf("removed: %w", err)
+		}
 	}
 	seen = map[string]bool{}
 	for _, a := range r.Apps {
@@ -183,7 +185,7 @@ func (r *Registry) Save(path string) error {
 	if err := r.Validate(); err != nil {
 		return err
 	}
-	b, err := json.MarshalIndent(Registry{Agents: nonNil(r.Agents), Apps: nonNil(r.Apps)}, "", "  ")
+	b, err := json.MarshalIndent(Registry{Agents: nonNil(r.Agents), Apps: nonNil(r.Apps), Removed: r.Removed}, "", "  ")
 	if err != nil {
 		return err
 	}
@@ -249,14 +251,26 @@ func (r *Registry) AddApp(a App) error {
 	return r.Validate()
 }
 
-// RemoveAgent unregisters a named agent; ErrNotFound if it is not.
+// RemoveAgent unregisters a named agent and records when (Removed);
+// ErrNotFound if it is not registered.
 func (r *Registry) RemoveAgent(name string) error {
 	n := len(r.Agents)
 	r.Agents = slices.DeleteFunc(r.Agents, func(a Agent) bool { return a.Name == name })
 	if len(r.Agents) == n {
 		return fmt.Errorf("agent %s: %w", name, ErrNotFound)
 	}
+	r.Removed = slices.DeleteFunc(r.Removed, func(rm Removal) bool { return rm.Name == name })
+	r.Removed = append(r.Removed, Removal{Name: name, At: time.Now().UTC()})
 	return nil
+}
+
+// AgentRemovedAt returns when an agent of this name was last removed.
+func (r *Registry) AgentRemovedAt(name string) (time.Time, bool) {
+	i := slices.IndexFunc(r.Removed, func(rm Removal) bool { return rm.Name == name })
+	if i < 0 {
+		return time.Time{}, false
+	}
+	return r.Removed[i].At, true
 }
 
 // RemoveApp unregisters a named application; ErrNotFound if it is not.
@@ -341,6 +355,16 @@ func (h *Holder) AgentOrigin(id string) policy.Origin {
 		return policy.OriginModel
 	}
 	return a.EffectiveOrigin()
+}
+
+// AgentRemovedAt returns when an agent named id was last removed from
+// the register: what was opened for or sent to the name until then was the
+// removed agent's, never a later agent's of the same name.
+func (h *Holder) AgentRemovedAt(id string) (time.Time, bool) {
+	if id == subject.Shared {
+		return time.Time{}, false
+	}
+	return h.Load().AgentRemovedAt(id)
 }
 
 // AppTenants returns the tenants application identity id may open work

@@ -45,7 +45,10 @@ const (
 // The note is as whoever holds the folder left it: open it with
 // OpenCheckpoint to trust it, or PeekCheckpoint to read it.
 func LatestCheckpoint(dir string) ([]byte, error) {
-	b, err := os.ReadFile(filepath.Join(dir, checkpointsDir, latestFile))
+	b, err := ReadRegular(filepath.Join(dir, checkpointsDir, latestFile), maxCheckpointBytes)
+	if errors.Is(err, ErrTooLarge) {
+		return nil, fmt.Errorf("%w: larger than %d bytes", ErrBadCheckpoint, maxCheckpointBytes)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("journal: latest checkpoint: %w", err)
 	}
@@ -162,7 +165,7 @@ type ProofCheck struct {
 // has no proofs.json, ErrMalformed when it cannot be parsed.
 func CheckExportProofs(dir string, keys CheckpointKeys, entries []uint64) (*ProofCheck, error) {
 	pfile := ProofsDir + "/" + ProofsFile
-	b, err := os.ReadFile(filepath.Join(dir, ProofsDir, ProofsFile))
+	b, err := ReadRegular(filepath.Join(dir, ProofsDir, ProofsFile), MaxProofsBytes)
 	if err != nil {
 		return nil, err
 	}
@@ -172,7 +175,7 @@ func CheckExportProofs(dir string, keys CheckpointKeys, entries []uint64) (*Proo
 	}
 	pc := &ProofCheck{}
 	cpText, cpFile := []byte(ps.Checkpoint), pfile
-	if f, err := os.ReadFile(filepath.Join(dir, ProofsDir, ProofsCheckpointFile)); err == nil {
+	if f, err := ReadRegular(filepath.Join(dir, ProofsDir, ProofsCheckpointFile), maxCheckpointBytes); err == nil {
 		cpText, cpFile = f, ProofsDir+"/"+ProofsCheckpointFile
 		if !bytes.Equal(f, []byte(ps.Checkpoint)) {
 			pc.Findings = append(pc.Findings, Finding{Kind: FindingBadInclusionProof, File: pfile,

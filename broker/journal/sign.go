@@ -52,9 +52,16 @@ func NewSigningKey(seed []byte) (*SigningKey, error) {
 	return &SigningKey{priv: priv, pub: pub, id: KeyID(pub)}, nil
 }
 
-// ParseSigningKey reads a seed written as 64 hex digits or as standard
-// base64 (44 characters), surrounding whitespace ignored.
+// ParseSigningKey reads a key written as PKCS#8 PEM (what gatehouse keygen
+// writes), or its seed as 64 hex digits or standard base64 (44
+// characters), surrounding whitespace ignored.
 func ParseSigningKey(text []byte) (*SigningKey, error) {
+	if seed, ok, err := pkcs8Seed(text); ok { // keyformat.go
+		if err != nil {
+			return nil, err
+		}
+		return NewSigningKey(seed)
+	}
 	seed, err := decodeKey(text, ed25519.SeedSize)
 	if err != nil {
 		return nil, err

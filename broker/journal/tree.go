@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 
 	"golang.org/x/mod/sumdb/tlog"
@@ -113,7 +112,7 @@ func (t *Tree) appendLines(b []byte) {
 // passed. Lines longer than MaxLineBytes are passed truncated; they make
 // the tree differ, as they should.
 func ReadHeadLines(dir string, fn func(line []byte) error) error {
-	f, err := os.Open(filepath.Join(dir, headFile))
+	f, err := OpenRegular(filepath.Join(dir, headFile))
 	if err != nil {
 		return err
 	}

@@ -375,7 +375,7 @@ func (f *findings) add(x Finding) {
 // entries whose own hash holds, per run in head log order.
 func verifyHead(path string, rep *Report, fs *findings, ov *logOverlay) map[string][]headReg {
 	regs := make(map[string][]headReg)
-	f, err := os.Open(path)
+	f, err := OpenRegular(path)
 	if err != nil {
 		fs.add(Finding{Kind: FindingHeadLogEdited, Detail: "cannot read head log: " + err.Error()})
 		return regs
@@ -441,7 +441,9 @@ func verifyHead(path string, rep *Report, fs *findings, ov *logOverlay) map[stri
 	if n := ov.feed(ov.head(), lastSeq, handle); n > 0 {
 		rep.Notes = append(rep.Notes, Note{Kind: NoteUnappliedLog, File: headFile,
 			Detail: fmt.Sprintf("%d entries after line %d are in the writer's log, not yet in the file; checked as if written", n, lineNo-n)})
-	} else if fi, err := f.Stat(); err == nil && fi.Size() > off {
+	} else if fi, err := f.Stat(); err == nil && fi.Size()-off > MaxLineBytes {
+		fs.add(Finding{Kind: FindingHeadLogEdited, Line: lineNo + 1, Detail: oversizeTail(fi.Size()-off, lineNo)})
+	} else if err == nil && fi.Size() > off {
 		rep.Notes = append(rep.Notes, Note{Kind: NotePartialLine, File: headFile,
 			Detail: fmt.Sprintf("partial last line of %d bytes after entry %d: an interrupted write", fi.Size()-off, lineNo)})
 	}
@@ -482,6 +484,10 @@ type runVerifier struct {
 	o    obj
 	buf  []byte
 	recs []rec
+	// malformed are the lines of the run file that could not be read as
+	// events: a gap they explain is reported by them, not again as
+	// missing events (explainedGap).
+	malformed []int
 }
 
 func (v *runVerifier) verify(dir, run string, regs []headReg, limit int, ov *logOverlay) (res runResult) {
@@ -489,7 +495,7 @@ func (v *runVerifier) verify(dir, run string, regs []headReg, limit int, ov *log
 	fs := newFindings(limit, file)
 	defer func() { res.findings = fs.list }()
 	var r io.Reader
-	f, err := os.Open(filepath.Join(dir, file))
+	f, err := OpenRegular(filepath.Join(dir, file))
 	switch {
 	case err == nil:
 		defer f.Close()
@@ -501,7 +507,7 @@ func (v *runVerifier) verify(dir, run string, regs []headReg, limit int, ov *log
 		return res
 	}
 
-	v.recs = v.recs[:0]
+	v.recs, v.malformed = v.recs[:0], v.malformed[:0]
 	var sigFindings pendingFindings
 	defer func() { sigFindings.wg.Wait() }() // every early return too: the pool writes into it
 	var (
@@ -520,12 +526,14 @@ func (v *runVerifier) verify(dir, run string, regs []headReg, limit int, ov *log
 	handle := func(line []byte, long bool) error {
 		lineNo++
 		if long {
+			v.malformed = append(v.malformed, lineNo)
 			fs.add(Finding{Kind: FindingMalformedLine, Run: run, Line: lineNo, Detail: fmt.Sprintf("line longer than %d bytes", MaxLineBytes)})
 			return nil
 		}
 		var p parsedLine
 		p, v.buf, err = parseEvent(line, &v.o, v.buf)
 		if err != nil {
+			v.malformed = append(v.malformed, lineNo)
 			fs.add(Finding{Kind: FindingMalformedLine, Run: run, Line: lineNo, Detail: err.Error()})
 			return nil
 		}
@@ -634,7 +642,9 @@ func (v *runVerifier) verify(dir, run string, regs []headReg, limit int, ov *log
 	if n := ov.feed(ov.run(run), maxSeq, handle); n > 0 {
 		res.notes = append(res.notes, Note{Kind: NoteUnappliedLog, Run: run, File: file,
 			Detail: fmt.Sprintf("events %d to %d are in the writer's log, not yet in the file; checked as if written", maxSeq-uint64(n)+1, maxSeq)})
-	} else if fi, err := f.Stat(); f != nil && err == nil && fi.Size() > off {
+	} else if fi, err := f.Stat(); f != nil && err == nil && fi.Size()-off > MaxLineBytes {
+		fs.add(Finding{Kind: FindingMalformedLine, Run: run, Line: lineNo + 1, Detail: oversizeTail(fi.Size()-off, lineNo)})
+	} else if f != nil && err == nil && fi.Size() > off {
 		res.notes = append(res.notes, Note{Kind: NotePartialLine, Run: run, File: file,
 			Detail: fmt.Sprintf("partial last line of %d bytes after line %d: an interrupted write", fi.Size()-off, lineNo)})
 	}
@@ -643,7 +653,11 @@ func (v *runVerifier) verify(dir, run string, regs []headReg, limit int, ov *log
 	slices.SortFunc(recs, func(a, b rec) int { return cmp.Compare(a.seq, b.seq) })
 	want := uint64(1)
 	for i, r := range recs {
-		if r.seq > want {
+		prevLine := 0
+		if i > 0 {
+			prevLine = recs[i-1].line
+		}
+		if r.seq > want && !explainedGap(v.malformed, prevLine, r.line, r.seq-want) {
 			d := fmt.Sprintf("event %d missing", want)
 			if r.seq-1 > want {
 				d = fmt.Sprintf("events %d to %d missing", want, r.seq-1)
@@ -738,7 +752,7 @@ func checkCitations(dir string, have map[string]bool, cites []citing) []Finding 
 // run's own checks report them).
 func outcomeDigests(path string, effects map[string]bool) map[string]string {
 	out := map[string]string{}
-	f, err := os.Open(path)
+	f, err := OpenRegular(path)
 	if err != nil {
 		return out
 	}

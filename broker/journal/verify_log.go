@@ -25,13 +25,16 @@ type seqLine struct {
 // (no log, or unreadable: a log that cannot be read adds nothing, and a
 // file it should have completed shows as it is).
 func readLog(dir string) *logOverlay {
+	if fi, err := os.Lstat(filepath.Join(dir, walDir)); err != nil || !fi.IsDir() {
+		return nil // no log; or not a folder of the journal's own (a link out of it is not followed)
+	}
 	names, nums, err := walSegments(OSFS{}, filepath.Join(dir, walDir))
 	if err != nil || len(names) == 0 {
 		return nil
 	}
 	ov := &logOverlay{runs: map[string][]seqLine{}}
 	for i, name := range names {
-		b, err := os.ReadFile(filepath.Join(dir, walDir, name))
+		b, err := ReadRegular(filepath.Join(dir, walDir, name), maxWALSegmentRead) // safefile.go
 		if err != nil {
 			continue
 		}

@@ -677,7 +677,6 @@ func (w *Writer) apply(sb *staged) error {
 	return nil
 }
 
-
 func (w *Writer) markDirty(st *runState) {
 	w.dirty[st.id] = true
 	if st.isNew {

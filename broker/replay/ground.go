@@ -50,7 +50,8 @@ func (r *replayer) groundingRules(digest string) rulesResult {
 }
 
 // played answers a grounding check from what was recorded when the effect
-// was decided: the store's answers (Lookup, WrittenAt) and rereads, with
+// was decided: the store's answers (Lookup, WrittenAt, SpentThrough) and
+// rereads, with
 // the records' bodies from the content store. A question that was not
 // asked then (a candidate rule reading another path) gets no record.
 type played struct {
@@ -88,11 +89,21 @@ func (p *played) Lookup(_ context.Context, workflow, provider, path string) ([]g
 }
 
 func (p *played) WrittenAt(_ context.Context, workflow, provider, path string) (time.Time, error) {
-	if workflow != p.g.Workflow {
-		return time.Time{}, nil
-	}
-	for _, w := range p.g.Writes {
-		if w.Provider == provider && w.Path == path {
+	return p.mark(p.g.Writes, workflow, provider, path)
+}
+
+func (p *played) SpentThrough(_ context.Context, workflow, provider, path string) (time.Time, error) {
+	return p.mark(p.g.Spends, workflow, provider, path)
+}
+
+// mark answers WrittenAt or SpentThrough from the answers recorded.
+func (p *played) mark(marks []content.WriteMark, workflow, provider, path string) (time.Time, error) {
+	for _, w := range marks {
+		scope := w.Workflow
+		if scope == "" {
+			scope = p.g.Workflow
+		}
+		if scope == workflow && w.Provider == provider && w.Path == path {
 			if w.Error != "" {
 				return time.Time{}, errors.New(w.Error)
 			}
@@ -186,6 +197,7 @@ func (r *replayer) ground(ev journal.Event, d *journal.Decision, req *content.Re
 	}
 	in := grounding.Input{
 		Workflow: g.Workflow,
+		Agent:    g.Agent,
 		Call: grounding.Call{Provider: g.Call.Provider, Method: g.Call.Method, Path: g.Call.Path, Query: g.Call.Query,
 			Body: g.Call.Body, ContentType: g.Call.ContentType},
 		Caller: callerInput(g.Caller), Now: g.Now, Records: p,

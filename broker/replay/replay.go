@@ -526,10 +526,28 @@ func compare(d *journal.Decision, got policy.Decision) string {
 		return "verified differs"
 	case !slices.Equal(d.ScopesChecked, nonNil(got.ScopesChecked)):
 		return fmt.Sprintf("scopes checked %v, replayed %v", d.ScopesChecked, got.ScopesChecked)
-	case !reasonsEqual(d.Reasons, got.Reasons):
+	case !reasonsEqual(d.Reasons, got.Reasons) && !(d.PolicyDigest == "" && unreadableAlike(d.Reasons, got.Reasons)):
 		return "reasons differ"
 	}
 	return ""
+}
+
+// unreadableAlike reports whether a and b are the same policy-unreadable
+// refusals but for their details. A decision made while the policy file
+// could not be read records a reason naming the file and the read error of
+// that moment (policy.Unreadable); replay cannot read that moment again,
+// and has no file to name, so it compares what was decided: refusal, rule,
+// enforcement.
+func unreadableAlike(a, b []policy.Reason) bool {
+	if len(a) != len(b) || len(a) == 0 {
+		return false
+	}
+	for i := range a {
+		if a[i].Refusal != policy.RefusePolicyUnreadable || a[i].Refusal != b[i].Refusal || a[i].Rule != b[i].Rule || a[i].Enforced != b[i].Enforced {
+			return false
+		}
+	}
+	return true
 }
 
 func reasonsEqual(a, b []policy.Reason) bool {

@@ -233,3 +233,28 @@ func TestErasureKeepsVerifyAndStopsReplay(t *testing.T) {
 type clock struct{ t time.Time }
 
 func (c *clock) now() time.Time { return c.t }
+
+// A decision made while the policy file could not be read (a reload of a
+// broken file) refused with policy-unreadable, its reason naming the file
+// and the read error of that moment; replay reproduces it (the recorded
+// reason is that moment's fact, not something the policy decides).
+func TestUnreadablePolicyDecisionReproduces(t *testing.T) {
+	env := contenttest.Start(t, policy.ModeReport, content.ModeFull, contenttest.Rules, nil)
+	run := env.Open(t, "acme", "ada", "reports")
+	env.Output(t, run, "ok", 1)
+	env.Broker.SetPolicy(policy.Unreadable("/etc/gatehouse/rules.yaml", os.ErrPermission))
+	env.Output(t, run, "ok", 2)
+	env.Close(t, run)
+	env.Verify(t)
+	ds := decisions(t, env, run)
+	if len(ds) != 2 || ds[1].Refusal != policy.RefusePolicyUnreadable || ds[1].PolicyDigest != "" {
+		t.Fatalf("decisions = %+v", ds)
+	}
+	r, err := replay.Run(env.JournalDir, run, replay.Options{Content: env.Store})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Status != replay.StatusReproduced || r.Identical != 2 {
+		t.Fatalf("replay of a decision under an unreadable policy: %s", r)
+	}
+}

@@ -324,7 +324,7 @@ func suggest(f *Finding) []Suggestion {
 			match += ", agent: " + yamlString(f.Agent)
 		}
 		match += ", confined: false}"
-		add(Suggestion{Kind: KindFix, Text: "Run programs confined: install bubblewrap (or allow user namespaces) and check with 'gatehouse sandbox check'; no rule is then needed."})
+		add(Suggestion{Kind: KindFix, Text: unconfinedFix(e.Sink)})
 		allow := fmt.Sprintf("effects:\n  - name: %s\n    decision: allow\n    match: %s\n", ruleName("allow-unconfined", string(e.Sink), f.Agent), match)
 		add(Suggestion{Kind: KindAllowRule,
 			Text:  "Accept unconfined execution for this agent and action: add this rule to the effects section.",
@@ -439,4 +439,18 @@ func check(f *Finding, s Suggestion) error {
 		return fmt.Errorf("review: suggestion gives %s, want %s (%v)", d.Verdict, want, d.Reasons)
 	}
 	return nil
+}
+
+// unconfinedFix is what to do, short of an allow rule, about an
+// unconfined-execution refusal of sink's effects. Sandboxed code is
+// confined by a working sandbox tier; a host command (process exec) never
+// runs in one, so no sandbox helps it: it is refused because the model
+// chose it, and the fix is a declared origin or the code sink.
+func unconfinedFix(sink policy.Sink) string {
+	if sink == policy.SinkProcess {
+		return "Host commands never run in the sandbox, so no sandbox tier helps here: it is refused because code of an untrusted origin chose it. " +
+			"Have a deployment-owned agent run it (gatehouse agents add NAME --origin shipped, and open the work with --agent NAME), " +
+			"or run the work as sandboxed code instead (the code sink); no rule is then needed."
+	}
+	return "Run programs confined: install bubblewrap (or allow user namespaces) and check with 'gatehouse sandbox check'; no rule is then needed."
 }

@@ -128,7 +128,8 @@ func AgentOpEndpoint(op string) string { return AgentPrefix + ".*." + op }
 func ToolsOf(agent string) string { return AgentPrefix + "." + agent + ".tools.>" }
 
 // EffectEndpoint is the subject a broker serves sink's effects on, for
-// every agent identity.
+// every agent identity; EffectEndpoint("*") is every sink's, the one the
+// broker serves (it reads the sink from the subject's last token).
 func EffectEndpoint(s policy.Sink) string { return AgentPrefix + ".*.effect." + string(s) }
 
 // App request kinds, the tokens after gatehouse.v1.app.<app>.

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -31,7 +30,7 @@ Commands:
   add NAME [--origin O]   register an agent and make its credential
   rotate NAME             replace its credential; the old one stops working
   remove NAME             delete its credential and forget it
-  list [--json]           the registered agents
+  list                    the registered agents
   nats-conf               the users and permissions to give an external
                           NATS (the account's "users" list)
 
@@ -40,12 +39,11 @@ agents the deployment owns: shipped, runtime, registry, model (the
 default) or direct. Every effect it proposes is decided with that origin;
 nothing an agent sends can change it.
 
-Changes are written to DATA_DIR/identities.json; a running 'gatehouse
-serve' on the same data dir applies them at once (new users on its
-embedded NATS, connections of a removed or rotated credential closed), no
-restart needed.
-
-Exit status: 0 done, 1 refused (exists, no such agent), 2 usage.
+Each but nats-conf takes --json (what was done, and the credential file;
+list: every one). Changes are written to DATA_DIR/identities.json; a
+running 'gatehouse serve' on the same data dir applies them at once (new
+users on its embedded NATS, connections of a removed or rotated
+credential closed), no restart needed.
 `
 
 const appsUsage = `Usage: gatehouse apps <command> [flags]
@@ -59,11 +57,10 @@ Commands:
   add NAME [--tenant T]...   register an application and make its credential
   rotate NAME                replace its credential
   remove NAME                delete its credential and forget it
-  list [--json]              the registered applications
+  list                       the registered applications
 
-A running 'gatehouse serve' on the same data dir applies changes at once.
-
-Exit status: 0 done, 1 refused (exists, no such application), 2 usage.
+Each takes --json (what was done, and the credential file; list: every
+one). A running 'gatehouse serve' on the same data dir applies changes at once.
 `
 
 func cmdAgents(ctx context.Context, env *cliEnv, args []string) error {
@@ -79,7 +76,7 @@ func cmdIdentities(_ context.Context, env *cliEnv, args []string, class subject.
 	if class == subject.ClassApp {
 		usage, cmd = appsUsage, "apps"
 	}
-	if done, err := subcommandHelp(env, args, usage, "-h", "--help", "help"); done {
+	if done, err := subcommandHelp(env, args, cmd, usage); done {
 		return err
 	}
 	var (
@@ -98,16 +95,20 @@ func cmdIdentities(_ context.Context, env *cliEnv, args []string, class subject.
 		} else {
 			fs.Var(&tenants, "tenant", "a tenant the application may open work for (repeat; none: any tenant)")
 		}
-	case "list":
-		fs.BoolVar(&asJSON, "json", false, "print as JSON")
-	case "rotate", "remove":
+	case "list", "rotate", "remove":
 	case "nats-conf":
 		if class != subject.ClassAgent {
 			return usageError("unknown apps command %q (the NATS users of agents and apps: gatehouse agents nats-conf)", sub)
 		}
 	default:
-		fmt.Fprint(env.stderr, usage)
-		return usageError("unknown %s command %q", cmd, sub)
+		subs := []string{"add", "rotate", "remove", "list"}
+		if class == subject.ClassAgent {
+			subs = append(subs, "nats-conf")
+		}
+		return unknownSubcommand(cmd, sub, subs...)
+	}
+	if sub != "nats-conf" {
+		fs.BoolVar(&asJSON, "json", false, "print as JSON")
 	}
 	pos, err := fs.parse(args[1:])
 	if err != nil {
@@ -191,6 +192,16 @@ func cmdIdentities(_ context.Context, env *cliEnv, args []string, class subject.
 		return err
 	}
 	what := map[string]string{"add": "added", "rotate": "rotated", "remove": "removed"}[sub]
+	if asJSON {
+		rep := identityChange{Class: string(class), Name: name, Done: what}
+		if sub != "remove" {
+			rep.Credential = seed
+		}
+		if mcpNote != "" {
+			rep.MCPToken = mcpTokenPath(dataDir, name)
+		}
+		return printJSON(env, rep)
+	}
 	fmt.Fprintf(env.stdout, "%s %s %s.\n", class, name, what)
 	if sub != "remove" {
 		fmt.Fprintf(env.stdout, "  credential %s (nkey seed, mode 0600: hand it to %s only)\n", seed, name)
@@ -200,6 +211,16 @@ func cmdIdentities(_ context.Context, env *cliEnv, args []string, class subject.
 	}
 	fmt.Fprintln(env.stdout, "  a running 'gatehouse serve' on this data dir applies it now; an external NATS needs 'gatehouse agents nats-conf' in its config")
 	return nil
+}
+
+// identityChange is what agents and apps add, rotate and remove print
+// with --json: what was done to whom, and the credential files it made.
+type identityChange struct {
+	Class      string `json:"class"` // agent or app
+	Name       string `json:"name"`
+	Done       string `json:"done"` // added, rotated or removed
+	Credential string `json:"credential,omitempty"`
+	MCPToken   string `json:"mcp_token,omitempty"` // remade by a rotation
 }
 
 // rotateMCPToken remakes a named agent's MCP bearer token (serve
@@ -272,7 +293,7 @@ func listIdentities(env *cliEnv, dataDir string, reg *identity.Registry, class s
 		}
 	}
 	if asJSON {
-		return json.NewEncoder(env.stdout).Encode(rows)
+		return printJSON(env, rows)
 	}
 	if len(rows) == 0 {
 		fmt.Fprintf(env.stdout, "No %s registered in %s. Add one: gatehouse %ss add NAME\n", class, identity.Path(dataDir), class)

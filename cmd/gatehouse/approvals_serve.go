@@ -23,7 +23,7 @@ type approvalFlags struct {
 }
 
 func (a *approvalFlags) register(fs *flagSet) {
-	fs.stringVar(&a.key, "approval-key", "", "Ed25519 public key (base64 or PEM 'ED25519 PUBLIC KEY') verifying approval assertions signed by your backend; env GATEHOUSE_APPROVAL_KEY")
+	fs.stringVar(&a.key, "approval-key", "", "the approvals backend's public key, verifying the decisions it signs: the .pub file gatehouse keygen wrote (or the key itself); without it every signed decision is refused")
 	fs.DurationVar(&a.claimTimeout, "approval-claim-timeout", 5*time.Minute, "an approved action claimed and not settled for this long is marked OUTCOME_UNKNOWN for a person to reconcile")
 }
 
@@ -33,13 +33,9 @@ func (a *approvalFlags) register(fs *flagSet) {
 // signed assertion.
 func openApprovals(ctx context.Context, js jetstream.JetStream, redisURL string, replicas int, af approvalFlags,
 	getenv func(string) string, rec broker.Journal, log *slog.Logger) (*approval.Service, error) {
-	path := af.key
-	if path == "" {
-		path = getenv("GATEHOUSE_APPROVAL_KEY")
-	}
 	var pub ed25519.PublicKey
-	if path != "" {
-		k, err := approval.LoadPublicKey(path)
+	if af.key != "" {
+		k, err := loadOnePublicKey(af.key)
 		if err != nil {
 			return nil, usageError("--approval-key: %v", err)
 		}

@@ -2,9 +2,8 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -24,17 +23,17 @@ const approveUsage = `Usage:
 
 The deployment backend's side of approvals, at a terminal: read the queue,
 and approve, refuse or reconcile with an assertion signed by the backend's
-Ed25519 private key (base64 seed or PEM 'ED25519 PRIVATE KEY') over the
-request's exact action. The broker verifies it against --approval-key.
+private key over the request's exact action; the broker verifies it
+against serve --approval-key. Make the pair with 'gatehouse keygen --out
+backend.key': backend.key goes to --key here, backend.pub to serve
+--approval-key.
 Reconciling needs the standing approving does: one of the rule's roles
 and at least its assurance. Arguments are printed as the dashboard shows
 them: hidden, bidirectional and control characters by code point.
-Exit status: 0 done, 1 refused by the broker (not allowed, already decided),
-2 usage.
 `
 
 func cmdApprove(ctx context.Context, env *cliEnv, args []string) error {
-	if done, err := subcommandHelp(env, args, approveUsage, "--help", "-h"); done {
+	if done, err := subcommandHelp(env, args, "approve", approveUsage); done {
 		return err
 	}
 	var (
@@ -47,13 +46,16 @@ func cmdApprove(ctx context.Context, env *cliEnv, args []string) error {
 		happened                         bool
 	)
 	sub := args[0]
+	if !slices.Contains([]string{"list", "show", "approve", "refuse", "reconcile"}, sub) {
+		return unknownSubcommand("approve", sub, "list", "show", "approve", "refuse", "reconcile")
+	}
 	fs := newEnvFlags(env, "approve "+sub, approveUsage)
 	cf.register(fs)
 	cf.registerApp(fs)
 	fs.Var(&states, "state", "list: only these states (pending, approved, refused, claimed, settled, outcome_unknown, reconciled, reopened)")
 	fs.StringVar(&tenant, "tenant", "", "list: only this tenant")
 	fs.IntVar(&limit, "limit", 0, "list: at most this many, newest first")
-	fs.stringVar(&key, "key", "", "the backend's Ed25519 private key file signing the assertion")
+	fs.stringVar(&key, "key", "", "the backend's private key file signing the assertion (gatehouse keygen --out backend.key; serve --approval-key takes backend.pub)")
 	fs.StringVar(&approver, "approver", "", "who decides (never the agent or the person the work is for)")
 	fs.Var(&roles, "role", "the approver's roles")
 	fs.StringVar(&assurance, "assurance", "mfa", "how the backend authenticated the approver: password, mfa, webauthn")
@@ -62,6 +64,19 @@ func cmdApprove(ctx context.Context, env *cliEnv, args []string) error {
 	rest, err := fs.parse(args[1:])
 	if err != nil {
 		return err
+	}
+	// What the broker would refuse as a malformed query or assertion is a
+	// usage error here, said before dialing.
+	for _, s := range states {
+		if !approval.State(s).Known() {
+			return usageError("--state %q is not a state: pending, approved, refused, claimed, settled, outcome_unknown, reconciled or reopened", s)
+		}
+	}
+	if limit < 0 || limit > 10000 {
+		return usageError("--limit must be 0 (all) to 10000, not %d", limit)
+	}
+	if !slices.Contains([]string{"password", "mfa", "webauthn"}, assurance) {
+		return usageError("--assurance %q: how the backend authenticated the approver is password, mfa or webauthn", assurance)
 	}
 	c, err := cf.dial(client.App)
 	if err != nil {
@@ -74,13 +89,18 @@ func cmdApprove(ctx context.Context, env *cliEnv, args []string) error {
 		return c.Approval(ctx, op, in)
 	}
 	show := func(rep *broker.ApprovalReply) error {
-		if cf.json {
-			enc := json.NewEncoder(env.stdout)
-			enc.SetIndent("", "  ")
-			_ = enc.Encode(rep)
+		if cf.json && sub == "list" && rep.Error == nil {
+			// A list is {"requests": [...]} even when empty, so
+			// jq '.requests[]' reads every answer.
+			_ = printJSON(env, approvalList{Requests: append([]approval.Request{}, rep.Requests...)})
+		} else if cf.json {
+			_ = printJSON(env, rep)
 		} else {
 			for _, r := range append(rep.Requests, derefReq(rep.Request)...) {
 				printRequest(env, &r, rep.Request != nil)
+			}
+			if sub == "list" && len(rep.Requests) == 0 && rep.Error == nil {
+				fmt.Fprintln(env.stdout, noRequests(states, tenant))
 			}
 		}
 		if rep.Error != nil {
@@ -126,11 +146,7 @@ func cmdApprove(ctx context.Context, env *cliEnv, args []string) error {
 		if key == "" || approver == "" {
 			return usageError("--key and --approver are required")
 		}
-		raw, err := os.ReadFile(key)
-		if err != nil {
-			return usageError("--key: %v", err)
-		}
-		priv, err := approval.ParsePrivateKey(raw)
+		priv, err := loadPrivateKeyFile(key, nil)
 		if err != nil {
 			return usageError("--key: %v", err)
 		}
@@ -156,7 +172,12 @@ func cmdApprove(ctx context.Context, env *cliEnv, args []string) error {
 		}
 		return show(rep)
 	}
-	return usageError("unknown approve command %q (list, show, approve, refuse, reconcile)", sub)
+	return unknownSubcommand("approve", sub, "list", "show", "approve", "refuse", "reconcile")
+}
+
+// approvalList is what approve list --json prints.
+type approvalList struct {
+	Requests []approval.Request `json:"requests"`
 }
 
 func derefReq(r *approval.Request) []approval.Request {
@@ -213,6 +234,19 @@ func printRequest(env *cliEnv, r *approval.Request, full bool) {
 	if rc := r.Reconciled; rc != nil {
 		fmt.Fprintf(env.stdout, "  reconciled: happened=%v by %s %s\n", rc.Happened, l(rc.By), l(rc.Reason))
 	}
+}
+
+// noRequests says what an empty list means: nothing in the states asked
+// for (pending and reopened by default), or nothing at all.
+func noRequests(states []string, tenant string) string {
+	what := "no approval requests"
+	if len(states) > 0 {
+		what += " in state " + strings.Join(states, ", ")
+	}
+	if tenant != "" {
+		what += " for tenant " + tenant
+	}
+	return what
 }
 
 // argSummary is the arguments on one line, revealed and cut to max.

@@ -42,8 +42,6 @@ serve's endpoints file); --creds is the agents' credential (the shared
 agent's: bench opens runs without an agent), --app-creds the one it opens
 work with, and --observer-creds (default: the local serve's broker
 credential, if any) is used for the journal lag and the bare responder.
-Exit status: 0 when it ran and at least one decision was recorded, 1 when
-none was, 2 on bad usage.
 `
 
 // benchReport is what bench prints with --json.
@@ -178,7 +176,7 @@ func cmdBench(ctx context.Context, env *cliEnv, args []string) error {
 		}
 	}
 	if c.cf.json {
-		if err := json.NewEncoder(env.stdout).Encode(rep); err != nil {
+		if err := printJSON(env, rep); err != nil {
 			return err
 		}
 	} else {
@@ -240,10 +238,12 @@ func benchGatehouse(ctx context.Context, env *cliEnv, c *benchConfig) (benchFigu
 			Mandate: &policy.Mandate{Systems: []string{c.sink}, ExpiresAt: time.Now().Add(24 * time.Hour)}})
 		cancel()
 		if err != nil {
+			closeBenchRuns(app, runs[:i], c.cf.timeout, env)
 			return benchFigures{}, nil, fmt.Errorf("open work: %w", err)
 		}
 		cf := c.cf
 		if agents[i], err = cf.dial(client.Agent); err != nil {
+			closeBenchRuns(app, runs[:i+1], c.cf.timeout, env)
 			return benchFigures{}, nil, err
 		}
 		defer agents[i].Close()
@@ -259,7 +259,9 @@ func benchGatehouse(ctx context.Context, env *cliEnv, c *benchConfig) (benchFigu
 				if c.requests > 0 && n >= c.requests || c.requests == 0 && time.Now().After(stop) || ctx.Err() != nil {
 					return
 				}
-				rctx, cancel := context.WithTimeout(ctx, c.cf.timeout)
+				// Not cancelled by an interrupt: a request in flight finishes
+				// (its attempt and outcome recorded) before bench closes the run.
+				rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cf.timeout)
 				t0 := time.Now()
 				reply, err := benchEffect(rctx, agents[i], c.sink, runs[i], n)
 				d := time.Since(t0)
@@ -278,6 +280,7 @@ func benchGatehouse(ctx context.Context, env *cliEnv, c *benchConfig) (benchFigu
 	}
 	wg.Wait()
 	elapsed := time.Since(start)
+	closeBenchRuns(app, runs, c.cf.timeout, env)
 	f := benchFigures{Seconds: elapsed.Seconds(), Errors: map[string]int{}}
 	var lat []time.Duration
 	var acked []string
@@ -449,4 +452,24 @@ func (s *lagSampler) stop(ctx context.Context) *benchLag {
 		time.Sleep(20 * time.Millisecond)
 	}
 	return r
+}
+
+// closeBenchRuns closes the runs bench opened, so they do not stay open in
+// the journal (verify would note each as still being written). It runs
+// after an interrupt too, on its own deadline.
+func closeBenchRuns(app *client.Client, runs []string, timeout time.Duration, env *cliEnv) {
+	failed := 0
+	for _, r := range runs {
+		if r == "" {
+			continue
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), timeout)
+		if err := app.CloseWork(ctx, r, "bench done"); err != nil {
+			failed++
+		}
+		cancel()
+	}
+	if failed > 0 {
+		fmt.Fprintf(env.stderr, "bench: %d of its %d runs could not be closed; they stay open in the journal\n", failed, len(runs))
+	}
 }

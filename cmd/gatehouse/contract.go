@@ -2,11 +2,9 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
 	"path/filepath"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -30,17 +28,14 @@ the fixed parts of paths in the code).
 --files names the files that would be written beside the program (a
 Python module among them shadows a module it imports); --entry names a
 function the runner calls with its input after the module's body ran.
-
-Exit status: 0 verified, 1 not verified, 2 bad usage.
 `
 
 func cmdContract(ctx context.Context, env *cliEnv, args []string) error {
-	if done, err := subcommandHelp(env, args, contractUsage, "help", "-h", "--help"); done {
+	if done, err := subcommandHelp(env, args, "contract", contractUsage); done {
 		return err
 	}
 	if args[0] != "read" {
-		fmt.Fprint(env.stderr, contractUsage)
-		return usageError("contract: the only command is read")
+		return unknownSubcommand("contract", args[0], "read")
 	}
 	var (
 		asJSON bool
@@ -70,7 +65,7 @@ func cmdContract(ctx context.Context, env *cliEnv, args []string) error {
 		src, err = io.ReadAll(io.LimitReader(env.stdin, 8<<20))
 		name = "stdin"
 	} else {
-		src, err = os.ReadFile(name)
+		src, err = readUserFile(name, 8<<20)
 	}
 	if err != nil {
 		return usageError("contract read: %v", err)
@@ -84,7 +79,7 @@ func cmdContract(ctx context.Context, env *cliEnv, args []string) error {
 	r := code.NewReader(sb, code.ReaderConfig{})
 	c := r.Read(ctx, python, src, contract.Options{Files: files, Entry: entry})
 	if asJSON {
-		if err := json.NewEncoder(env.stdout).Encode(c); err != nil {
+		if err := printJSON(env, c); err != nil {
 			return err
 		}
 	} else {

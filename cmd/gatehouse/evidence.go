@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -38,10 +37,6 @@ bucket gatehouse_content instead (serve --content-store objectstore;
 logged there under erasures/), reached with --nats-url and --nats-creds
 or the NATS of the 'gatehouse serve' running in --data-dir. A blob another
 person's run also references is kept, in either store.
-
-Exit status: 0 ok (the journal verifies), 1 the journal has findings (or
-does not match its own latest checkpoint: no export is made), 2 usage or
-unusable input (and --erase without --yes).
 `
 
 func cmdEvidence(ctx context.Context, env *cliEnv, args []string) error {
@@ -84,7 +79,7 @@ func cmdEvidence(ctx context.Context, env *cliEnv, args []string) error {
 		}
 		warnProofs(env, journalDir, &sum.Manifest)
 		if asJSON {
-			return json.NewEncoder(env.stdout).Encode(sum)
+			return printJSON(env, sum)
 		}
 		m := sum.Manifest
 		fmt.Fprintf(env.stdout, "exported %d run(s) of %s to %s\n", len(m.Runs), sel, exportDir)
@@ -105,7 +100,7 @@ func cmdEvidence(ctx context.Context, env *cliEnv, args []string) error {
 		return evidenceErr(err)
 	}
 	if asJSON {
-		if err := json.NewEncoder(env.stdout).Encode(tl); err != nil {
+		if err := printJSON(env, tl); err != nil {
 			return err
 		}
 	} else {
@@ -241,7 +236,7 @@ func evidenceErase(ctx context.Context, env *cliEnv, csf *contentStoreFlags, dat
 			return err
 		}
 		if asJSON {
-			_ = json.NewEncoder(env.stdout).Encode(map[string]any{"would_erase": plan, "erased": false})
+			_ = printJSON(env, map[string]any{"would_erase": plan, "erased": false})
 		} else {
 			fmt.Fprintf(env.stdout, "would erase %d blob(s) of %s's captured content (journal events stay; verify still passes):\n", len(plan), sel)
 			for _, e := range plan {
@@ -255,7 +250,7 @@ func evidenceErase(ctx context.Context, env *cliEnv, csf *contentStoreFlags, dat
 		return err
 	}
 	if asJSON {
-		return json.NewEncoder(env.stdout).Encode(map[string]any{"erased": done})
+		return printJSON(env, map[string]any{"erased": done})
 	}
 	fmt.Fprintf(env.stdout, "erased %d blob(s) of %s's captured content; logged in %s\n", len(done), sel, csf.erasureLog(store))
 	return nil

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -22,15 +23,45 @@ import (
 // healthServer serves /healthz (the process is alive), /readyz (ready
 // reports nil: it can do its work) and /metrics (Prometheus, from reg) for
 // processes without the web status page, such as `gatehouse writer`. It
+// listens at once (listenHealth), before the process has connected to
+// anything, and answers /healthz from then on; /readyz and every other
+// path answer 503 "starting" until install gives them their handlers. It
 // owns its serving goroutine; Shutdown stops it.
 type healthServer struct {
-	srv *http.Server
-	ln  net.Listener
+	srv     *http.Server
+	ln      net.Listener
+	handler atomic.Pointer[http.Handler] // nil: still starting
 }
 
-// extra, when set, serves every other path (the writer's checkpoint
-// endpoints).
-func startHealth(addr string, ready func() error, reg *prometheus.Registry, extra http.Handler, log *slog.Logger) (*healthServer, error) {
+// listenHealth listens on addr and starts serving: alive, not yet ready.
+func listenHealth(addr string, log *slog.Logger) (*healthServer, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("--http %s: %w", addr, err)
+	}
+	h := &healthServer{ln: ln}
+	h.srv = &http.Server{ReadHeaderTimeout: 10 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if next := h.handler.Load(); next != nil {
+			(*next).ServeHTTP(w, r)
+			return
+		}
+		if r.Method == http.MethodGet && r.URL.Path == "/healthz" {
+			fmt.Fprintln(w, "ok")
+			return
+		}
+		http.Error(w, "starting: not ready yet", http.StatusServiceUnavailable)
+	})}
+	go func() {
+		if err := h.srv.Serve(ln); err != nil && err != http.ErrServerClosed {
+			log.Error("health listener stopped", "err", err)
+		}
+	}()
+	return h, nil
+}
+
+// install gives the server its handlers. extra, when set, serves every
+// other path (the writer's checkpoint endpoints).
+func (h *healthServer) install(ready func() error, reg *prometheus.Registry, extra http.Handler) {
 	mux := http.NewServeMux()
 	if extra != nil {
 		mux.Handle("/", extra)
@@ -46,17 +77,8 @@ func startHealth(addr string, ready func() error, reg *prometheus.Registry, extr
 		fmt.Fprintln(w, "ready")
 	})
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return nil, fmt.Errorf("--http %s: %w", addr, err)
-	}
-	h := &healthServer{srv: &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}, ln: ln}
-	go func() {
-		if err := h.srv.Serve(ln); err != nil && err != http.ErrServerClosed {
-			log.Error("health listener stopped", "err", err)
-		}
-	}()
-	return h, nil
+	var hh http.Handler = mux
+	h.handler.Store(&hh)
 }
 
 // URL is the listener's base URL.
@@ -68,13 +90,14 @@ func (h *healthServer) Shutdown() {
 	_ = h.srv.Shutdown(ctx)
 }
 
-// startWriterHealth serves the writer's health, readiness (connected to
+// installWriterHealth serves the writer's health, readiness (connected to
 // NATS, the journal writable), metrics (registerWriterMetrics and the Go
-// runtime's) and, with a signing key, the checkpoint endpoints of
+// runtime's) and the checkpoint endpoints of
 // web.Integrity: /checkpoint (GET; POST signs one now and has the
 // witnesses cosign it), /checkpoint/key, /checkpoint/proof and
-// /.well-known/did.json.
-func startWriterHealth(addr string, nc *nats.Conn, js jetstream.JetStream, w *writerLoop, in *web.Integrity, log *slog.Logger) (*healthServer, error) {
+// /.well-known/did.json, which without a signing key answer 404 saying
+// so.
+func installWriterHealth(h *healthServer, nc *nats.Conn, js jetstream.JetStream, w *writerLoop, in *web.Integrity) {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	registerWriterMetrics(reg, js, w)
@@ -85,11 +108,9 @@ func startWriterHealth(addr string, nc *nats.Conn, js jetstream.JetStream, w *wr
 		}
 		return w.Ready()
 	}
-	var extra http.Handler
-	if in != nil {
-		extra = web.IntegrityHandler(in)
-	}
-	return startHealth(addr, ready, reg, extra, log)
+	// Without a signing key the checkpoint endpoints say why there are
+	// none (web.NoCheckpoints) rather than a bare 404.
+	h.install(ready, reg, web.IntegrityHandler(in))
 }
 
 // registerWriterMetrics registers what a journal writer (standalone or in

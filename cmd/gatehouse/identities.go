@@ -74,6 +74,12 @@ func (x *identities) reload() error {
 		x.log.Error("identities not reloaded: the register in force stays", "err", err)
 		return err
 	}
+	// Removals take effect before the users: a name removed and added again
+	// within one reload must not let the new agent in before the broker
+	// knows the removed one's runs and messages are not its.
+	cur := *x.holder.Load()
+	cur.Removed = reg.Removed
+	x.holder.Store(&cur)
 	if x.ns != nil {
 		if err := x.ns.Reload(reg); err != nil {
 			x.log.Error("identities not reloaded: the embedded NATS refused the users; the register in force stays", "err", err)

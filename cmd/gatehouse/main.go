@@ -73,38 +73,41 @@ Usage:
   gatehouse <command> [flags] [args]
 
 Commands:
-  serve     run Gatehouse: embedded NATS, broker, journal writer, web status page
-  writer    run only the journal writer against an existing NATS
-  work      open or close work on behalf of a person (an application's side)
-  effect    propose an effect for a run (an agent's side)
-  mcp       serve Gatehouse to an agent's MCP client (stdio); MCP tokens; upstream MCP servers' pinned tools
-  agents    named agents: add, rotate, remove, list (each its own NATS credential)
-  apps      named applications: add, rotate, remove, list
-  approve   list, show, approve, refuse or reconcile approval requests (a backend's side, signed)
-  verify    check a journal offline: no keys, no network
+  serve      run Gatehouse: embedded NATS, broker, journal writer, web status page
+  writer     run only the journal writer against an existing NATS
+  work       open or close work on behalf of a person (an application's side)
+  effect     propose an effect for a run (an agent's side)
+  mcp        serve Gatehouse to an agent's MCP client (stdio); MCP tokens; upstream MCP servers' pinned tools
+  agents     named agents: add, rotate, remove, list (each its own NATS credential)
+  apps       named applications: add, rotate, remove, list
+  approve    list, show, approve, refuse or reconcile approval requests (a backend's side, signed)
+  verify     check a journal: hashes, chains, signatures, checkpoints (offline but for --witness)
   checkpoint sign a checkpoint of the journal's head log now and have witnesses cosign it
-  witness   run a checkpoint witness: cosigns a log's checkpoints, refuses forks and rollbacks
-  keygen    make an Ed25519 key for journal signing or a witness
-  policy    policy review: what strict mode would refuse, with rules to copy;
-            policy check: the policy, catalogue and grounding rules checked together
-  users     dashboard users: add, passwd, remove, list
-  evidence  what agents did for a person; a tenant's evidence export; erase a person's content
-  replay    decide recorded effects again from their recorded inputs (and under a candidate policy)
-  status    show a deployment as an operator sees it: NATS servers, streams, brokers, the writer's lag
-  bench     drive many agents over NATS and report decisions/s, latency and journal lag
-  sandbox   self-test the sandbox tiers on this machine (sandbox check)
-  contract  read the operations a Python program can send (contract read FILE)
-  version   print the version
+  witness    run a checkpoint witness: cosigns a log's checkpoints, refuses forks and rollbacks
+  keygen     make an Ed25519 key: journal signing, a witness, an approvals backend
+  policy     policy review: what strict mode would refuse, with rules to copy;
+             policy check: the policy, catalogue and grounding rules checked together
+  users      dashboard users: add, passwd, totp, remove, list
+  evidence   what agents did for a person; a tenant's evidence export; erase a person's content
+  replay     decide recorded effects again from their recorded inputs (and under a candidate policy)
+  status     show a deployment as an operator sees it: NATS servers, streams, brokers, the writer's lag
+  bench      drive many agents over NATS and report decisions/s, latency and journal lag
+  sandbox    self-test the sandbox tiers on this machine (sandbox check)
+  sinks      every sink's actions and the params each takes (sinks/REFERENCE.md)
+  contract   read the operations a Python program can send (contract read FILE)
+  version    print the version
 
-Run 'gatehouse <command> --help' for a command's flags.
+Run 'gatehouse <command> --help' (or 'gatehouse help <command>') for a
+command's flags, examples and exit statuses. Every command that reports
+takes --json: one JSON value on one line, snake_case fields.
 `
 
 func run(ctx context.Context, args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) error {
+	env := &cliEnv{getenv: getenv, stdin: stdin, stdout: stdout, stderr: stderr}
 	if len(args) == 0 {
-		fmt.Fprint(stderr, topUsage)
+		renderHelp(stderr, "gatehouse", topUsage, nil)
 		return &exitError{code: exitUsage}
 	}
-	env := &cliEnv{getenv: getenv, stdin: stdin, stdout: stdout, stderr: stderr}
 	switch cmd, rest := args[0], args[1:]; cmd {
 	case "serve":
 		return cmdServe(ctx, env, rest)
@@ -144,21 +147,45 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 		return cmdBench(ctx, env, rest)
 	case "sandbox":
 		return cmdSandbox(ctx, env, rest)
+	case "sinks":
+		return cmdSinks(ctx, env, rest)
 	case "contract":
 		return cmdContract(ctx, env, rest)
 	case "version", "--version":
-		fmt.Fprintln(stdout, "gatehouse", version)
-		return nil
+		return cmdVersion(env, rest)
 	case "help", "-h", "--help":
-		fmt.Fprint(stdout, topUsage)
+		if len(rest) > 0 && cmd == "help" {
+			return run(ctx, append(rest, "--help"), getenv, stdin, stdout, stderr) // gatehouse help CMD [SUB]
+		}
+		renderHelp(stdout, "gatehouse", topUsage, nil)
 		return nil
 	default:
-		fmt.Fprint(stderr, topUsage)
-		return usageError("unknown command %q", cmd)
+		return usageError("unknown command %q\nRun 'gatehouse --help' for the list of commands.", cmd)
 	}
 }
 
 const version = "0.1.0"
+
+const versionUsage = `Usage: gatehouse version [--json]
+
+Prints the version of this binary.
+`
+
+func cmdVersion(env *cliEnv, args []string) error {
+	var asJSON bool
+	fs := newFlags(env, "version", versionUsage)
+	fs.BoolVar(&asJSON, "json", false, "print the version as JSON")
+	if _, err := parse(env, fs, args); err != nil {
+		return err
+	}
+	if asJSON {
+		return printJSON(env, struct {
+			Version string `json:"version"`
+		}{version})
+	}
+	fmt.Fprintln(env.stdout, "gatehouse", version)
+	return nil
+}
 
 // cliEnv is what a subcommand may touch of the outside world.
 type cliEnv struct {

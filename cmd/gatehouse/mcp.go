@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -98,12 +97,11 @@ An upstream MCP server's tool list is pinned (DATA_DIR/mcp/pins). A tool whose
 description, schemas or annotations changed, or that is new, is refused
 (tool-changed) until it is accepted here: show prints what changed between the
 pin and the latest listing Gatehouse kept, accept makes that listing (or only
-the named tools of it) the pin. Exit status of show: 0 nothing changed, 1
-changes wait for review.
+the named tools of it) the pin.
 `
 
 func cmdMCPUpstream(_ context.Context, env *cliEnv, args []string) error {
-	if done, err := subcommandHelp(env, args, mcpUpstreamUsage, "--help", "-h", "help"); done {
+	if done, err := subcommandHelp(env, args, "mcp upstream", mcpUpstreamUsage); done {
 		return err
 	}
 	var (
@@ -126,7 +124,7 @@ func cmdMCPUpstream(_ context.Context, env *cliEnv, args []string) error {
 	if err != nil {
 		return err
 	}
-	out := func(v any) error { return json.NewEncoder(env.stdout).Encode(v) }
+	out := func(v any) error { return printJSON(env, v) }
 	switch args[0] {
 	case "list":
 		ents, err := os.ReadDir(pins.Dir)
@@ -140,7 +138,7 @@ func cmdMCPUpstream(_ context.Context, env *cliEnv, args []string) error {
 			By       string    `json:"by"`
 			Changes  int       `json:"changes"`
 		}
-		var rows []row
+		rows := []row{} // [] in --json when none is pinned, not null
 		for _, e := range ents {
 			name, ok := strings.CutSuffix(e.Name(), ".json")
 			if !ok || strings.HasSuffix(name, ".listed") {
@@ -159,6 +157,9 @@ func cmdMCPUpstream(_ context.Context, env *cliEnv, args []string) error {
 		if asJSON {
 			return out(rows)
 		}
+		if len(rows) == 0 {
+			fmt.Fprintf(env.stdout, "no upstream MCP server pinned in %s (serve --mcp-servers pins a server's tools the first time it lists them)\n", pins.Dir)
+		}
 		for _, r := range rows {
 			fmt.Fprintf(env.stdout, "%-20s %3d tools  accepted %s (%s)  %d change(s) waiting\n", r.Server, r.Tools, r.Accepted.Format(time.RFC3339), r.By, r.Changes)
 		}
@@ -168,7 +169,7 @@ func cmdMCPUpstream(_ context.Context, env *cliEnv, args []string) error {
 			return usageError("mcp upstream %s takes one server name", args[0])
 		}
 	default:
-		return usageError("unknown mcp upstream command %q (list, show or accept)", args[0])
+		return unknownSubcommand("mcp upstream", args[0], "list", "show", "accept")
 	}
 	server := pos[0]
 	if args[0] == "accept" {

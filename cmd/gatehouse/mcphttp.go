@@ -68,7 +68,7 @@ func newMCPToken(dataDir, agent string) (string, error) {
 
 func cmdMCPToken(env *cliEnv, args []string) error {
 	var dataDir string
-	fs := newEnvFlags(env, "mcp token", mcpUsage)
+	fs := newEnvFlags(env, "mcp token", mcpUsage) // help: cmdDocs["mcp"]
 	fs.stringVar(&dataDir, "data-dir", ".gatehouse", "the data dir of the 'gatehouse serve' that serves --mcp-http")
 	pos, err := fs.parse(args)
 	if err != nil {

@@ -22,24 +22,20 @@ recorded effect through (or holds it for a reviewer's approval).
 
 The same review is on the dashboard's Policy review page.
 
-Exit status: 0 nothing strict mode would refuse, 1 findings listed,
-2 unusable input.
-
 policy check loads the policy, the provider catalogue and the grounding
 rules as serve does and checks them against each other; see
 'gatehouse policy check --help'.
 `
 
 func cmdPolicy(ctx context.Context, env *cliEnv, args []string) error {
-	if done, err := subcommandHelp(env, args, policyUsage, "-h", "--help", "help"); done {
+	if done, err := subcommandHelp(env, args, "policy", policyUsage); done {
 		return err
 	}
 	if args[0] == "check" {
 		return cmdPolicyCheck(ctx, env, args[1:])
 	}
 	if args[0] != "review" {
-		fmt.Fprint(env.stderr, policyUsage)
-		return usageError("unknown policy command %q", args[0])
+		return unknownSubcommand("policy", args[0], "review", "check")
 	}
 	var (
 		dataDir string
@@ -59,7 +55,8 @@ func cmdPolicy(ctx context.Context, env *cliEnv, args []string) error {
 	rep, err := review.Review(dir)
 	if err != nil {
 		if errors.Is(err, review.ErrNoJournal) {
-			return &exitError{code: exitUsage, err: err}
+			// Its text names the reader review borrows (evidence's).
+			return &exitError{code: exitUsage, err: fmt.Errorf("policy review: %s is not a journal directory (no runs folder): give a journal's folder, or the data dir with --data-dir", dir)}
 		}
 		return err
 	}

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"strings"
@@ -25,15 +24,18 @@ against each other before anything is served:
     declares;
   - every approvals and scopes rule about provider calls fits a declared
     operation, and every provider, integration and host a rule names is in
-    the catalogue.
+    the catalogue;
+  - every effects target about provider calls can match one (a target is
+    host and path as sent, the base_url's path included).
+
+Notes (a grounding rule that leaves other_fields at allow) are printed
+too, and do not fail the check.
 
 Each problem is printed with its file, rule and what to write instead.
 --grounding needs --providers, as serve does; with --mcp-servers, grounding
 rules may also match upstream MCP tool calls (provider <server>, POST
 /tools/<tool>). Run it first on a new
 deployment, and after every change to one of the files.
-
-Exit status: 0 no problems, 1 problems listed, 2 bad usage.
 `
 
 // checkProblem is one problem policy check found.
@@ -56,7 +58,10 @@ type checkReport struct {
 	Files    []string       `json:"files"` // "providers.yaml: 1 provider, 2 integrations"
 	Grounds  []checkGrounds `json:"grounds,omitempty"`
 	Problems []checkProblem `json:"problems"`
-	OK       bool           `json:"ok"`
+	// Notes are what loads but is likely a mistake (a grounding rule that
+	// leaves other_fields at allow); they do not make the check fail.
+	Notes []checkProblem `json:"notes,omitempty"`
+	OK    bool           `json:"ok"`
 }
 
 func cmdPolicyCheck(_ context.Context, env *cliEnv, args []string) error {
@@ -78,8 +83,7 @@ func cmdPolicyCheck(_ context.Context, env *cliEnv, args []string) error {
 	case len(pos) > 0:
 		return usageError("policy check takes no arguments; name the files with --policy, --providers and --grounding")
 	case policyFile == "" && providersFile == "" && groundingFile == "":
-		fmt.Fprint(env.stderr, policyCheckUsage)
-		return usageError("give at least one of --policy, --providers and --grounding")
+		return usageHint("policy check", "give at least one of --policy, --providers and --grounding")
 	case groundingFile != "" && providersFile == "":
 		return usageError("--grounding needs --providers: grounding rules are checked against the catalogue, as serve does")
 	}
@@ -174,6 +178,9 @@ func checkGroundingFile(rep *checkReport, file string, cat grounding.Catalogue, 
 		return
 	}
 	rep.Files = append(rep.Files, fmt.Sprintf("%s: %s", file, plural(len(resolved.Resolved()), "rule")))
+	for _, p := range resolved.Advice() {
+		rep.Notes = append(rep.Notes, checkProblem{File: file, Rule: fmt.Sprintf("rule[%d] %q", p.Index, p.Rule), Part: p.Part, Problem: p.Problem, Fix: p.Fix})
+	}
 	for _, r := range resolved.Resolved() {
 		g := checkGrounds{Rule: r.Rule, Operations: []string{}}
 		for _, op := range r.Operations {
@@ -190,9 +197,7 @@ func writeReport(w io.Writer, asJSON bool, v any, text func()) error {
 		text()
 		return nil
 	}
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(v)
+	return writeJSON(w, v)
 }
 
 // toolServerNames lists the servers of the MCP catalogue at path ("" for
@@ -226,22 +231,29 @@ func printPolicyCheck(w io.Writer, rep *checkReport) {
 	for _, g := range rep.Grounds {
 		fmt.Fprintf(w, "  grounding rule %q grounds %s\n", g.Rule, strings.Join(g.Operations, "; "))
 	}
+	for _, p := range rep.Notes {
+		printProblem(w, "note: ", p)
+	}
 	if rep.OK {
 		fmt.Fprintln(w, "ok: no problems")
 		return
 	}
 	for _, p := range rep.Problems {
-		where := p.File
-		if p.Rule != "" {
-			where += ": " + p.Rule
-		}
-		if p.Part != "" {
-			where += " " + p.Part
-		}
-		fmt.Fprintf(w, "%s: %s\n", where, p.Problem)
-		if p.Fix != "" {
-			fmt.Fprintf(w, "  fix: %s\n", p.Fix)
-		}
+		printProblem(w, "", p)
 	}
 	fmt.Fprintln(w, plural(len(rep.Problems), "problem"))
+}
+
+func printProblem(w io.Writer, prefix string, p checkProblem) {
+	where := p.File
+	if p.Rule != "" {
+		where += ": " + p.Rule
+	}
+	if p.Part != "" {
+		where += " " + p.Part
+	}
+	fmt.Fprintf(w, "%s%s: %s\n", prefix, where, p.Problem)
+	if p.Fix != "" {
+		fmt.Fprintf(w, "  fix: %s\n", p.Fix)
+	}
 }

@@ -90,7 +90,7 @@ func (h *policyHolder) reloadGrounding() error {
 	if h.groundingPath == "" || h.provider == nil {
 		return nil
 	}
-	rules, err := provider.LoadGrounding(h.groundingPath, h.provider.GroundingCatalogue())
+	rules, err := loadGrounding(h.groundingPath, h.provider.GroundingCatalogue())
 	if err != nil {
 		h.log.Error("grounding rules could not be read: every provider call is refused until they are fixed", "file", h.groundingPath, "err", err)
 		rules = grounding.Unreadable(h.groundingPath, err)

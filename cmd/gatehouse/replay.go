@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"path/filepath"
@@ -36,9 +35,6 @@ it would decide differently, grouped by rule (the what-if before switching
 modes); --grounding FILE checks provider calls under a candidate grounding
 rules file instead; --mode decides in another mode than the recorded one
 (e.g. strict).
-
-Exit status: 0 every decision reproduced, 1 a divergence, change or a run
-that cannot be replayed, 2 usage or unusable input.
 `
 
 func cmdReplay(ctx context.Context, env *cliEnv, args []string) error {
@@ -121,7 +117,7 @@ func cmdReplay(ctx context.Context, env *cliEnv, args []string) error {
 		return err
 	}
 	if asJSON {
-		if err := json.NewEncoder(env.stdout).Encode(rep); err != nil {
+		if err := printJSON(env, rep); err != nil {
 			return err
 		}
 	} else {

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -11,41 +10,41 @@ import (
 	"github.com/gatehouse/gatehouse/sandbox"
 )
 
-const sandboxUsage = `Usage: gatehouse sandbox check [--tiers T,T] [--sandbox-uid N|FIRST-LAST] [--json]
+const sandboxUsage = `Usage: gatehouse sandbox check [--tiers T,T] [--all] [--sandbox-uid N|FIRST-LAST] [--json]
 
 Self-tests, on this machine, how host commands run (the process sink and
 unconfined code: as a uid of --sandbox-uid, never this process's, with no
 group, capability or way to regain privilege, in a pid namespace of their
-own), then every sandbox tier in order (bubblewrap as an unprivileged uid,
-Go namespaces, Landlock with seccomp), and prints which tier the code sink
-would use and what each probe found: a probe inside the sandbox tries to
-reach listeners on 127.0.0.1, write a canary and read files outside its
-workspace (one of them 0600, as DATA_DIR's are), see, signal or ptrace a
-host process of its own uid and the broker, read another process's command
-line or environment from /proc, and reads its capabilities; it must fail at
-all of those and succeed in writing its workspace.
-
-Exit status: 0 a confined tier works, 1 only "unconfined" is left.
+own), then the sandbox tiers in order (bubblewrap as an unprivileged uid,
+Go namespaces, Landlock with seccomp) until one proves confined: that is
+the tier the code sink uses, as serve chooses it at start. --all goes on
+and tests every tier. For each tier tried it prints what each probe found:
+a probe inside the sandbox tries to reach listeners on 127.0.0.1, write a
+canary and read files outside its workspace (one of them 0600, as
+DATA_DIR's are), see, signal or ptrace a host process of its own uid and
+the broker, read another process's command line or environment from
+/proc, and reads its capabilities; it must fail at all of those and
+succeed in writing its workspace.
 `
 
 func cmdSandbox(ctx context.Context, env *cliEnv, args []string) error {
-	if len(args) == 0 || args[0] != "check" {
-		if len(args) > 0 && (args[0] == "--help" || args[0] == "-h") {
-			fmt.Fprint(env.stdout, sandboxUsage)
-			return nil
-		}
-		fmt.Fprint(env.stderr, sandboxUsage)
-		return usageError("sandbox: the only command is check")
+	if done, err := subcommandHelp(env, args, "sandbox", sandboxUsage); done {
+		return err
+	}
+	if args[0] != "check" {
+		return unknownSubcommand("sandbox", args[0], "check")
 	}
 	var (
 		tiers  listFlag
 		uids   string
 		asJSON bool
+		all    bool
 	)
 	fs := newEnvFlags(env, "sandbox check", sandboxUsage)
 	fs.Var(&tiers, "tiers", "tiers to try, in order (bubblewrap, namespaces, landlock, unconfined)")
 	fs.stringVar(&uids, "sandbox-uid", defaultSandboxUIDs, sandboxUIDUsage)
 	fs.BoolVar(&asJSON, "json", false, "print the report as JSON")
+	fs.BoolVar(&all, "all", false, "test every tier, also those after the one chosen")
 	if _, err := fs.parse(args[1:]); err != nil {
 		return err
 	}
@@ -55,8 +54,11 @@ func cmdSandbox(ctx context.Context, env *cliEnv, args []string) error {
 	}
 	cfg.Logger = slog.New(slog.DiscardHandler) // the report below says it all
 	_, rep := sandbox.Detect(ctx, cfg)
+	if all {
+		testRemainingTiers(ctx, cfg, rep)
+	}
 	if asJSON {
-		if err := json.NewEncoder(env.stdout).Encode(rep); err != nil {
+		if err := printJSON(env, rep); err != nil {
 			return err
 		}
 	} else {
@@ -84,6 +86,9 @@ func cmdSandbox(ctx context.Context, env *cliEnv, args []string) error {
 			if t.Err != "" {
 				state = "cannot start: " + t.Err
 			}
+			if t.Tier == rep.Chosen {
+				state += " (chosen: the code sink runs here)"
+			}
 			fmt.Fprintf(env.stdout, "  %-11s %s\n", t.Tier, state)
 			printProbes(env, t.Probes)
 		}
@@ -92,6 +97,30 @@ func cmdSandbox(ctx context.Context, env *cliEnv, args []string) error {
 		return &exitError{code: exitFindings}
 	}
 	return nil
+}
+
+// testRemainingTiers self-tests the tiers Detect did not reach (it stops
+// at the first confined one) and adds them to rep; the choice stays
+// Detect's.
+func testRemainingTiers(ctx context.Context, cfg sandbox.Config, rep *sandbox.Report) {
+	tried := map[sandbox.Tier]bool{}
+	for _, t := range rep.Tiers {
+		tried[t.Tier] = true
+	}
+	order := cfg.Tiers
+	if len(order) == 0 {
+		order = sandbox.DefaultTiers
+	}
+	for _, t := range order {
+		if tried[t] || t == sandbox.TierUnconfined {
+			continue
+		}
+		one := cfg
+		one.Tiers = []sandbox.Tier{t}
+		if _, r := sandbox.Detect(ctx, one); len(r.Tiers) > 0 {
+			rep.Tiers = append(rep.Tiers, r.Tiers[0])
+		}
+	}
 }
 
 func printProbes(env *cliEnv, probes []sandbox.Probe) {

@@ -22,7 +22,6 @@ import (
 	"github.com/gatehouse/gatehouse/broker"
 	"github.com/gatehouse/gatehouse/broker/embedded"
 	"github.com/gatehouse/gatehouse/broker/identity"
-	"github.com/gatehouse/gatehouse/broker/journal"
 	"github.com/gatehouse/gatehouse/broker/subject"
 	"github.com/gatehouse/gatehouse/browser"
 	"github.com/gatehouse/gatehouse/dashboard"
@@ -86,6 +85,7 @@ type serveConfig struct {
 	integrity     integrityFlags
 	dashboard     dashboardFlags // dashboard_serve.go
 	mcp           mcpFlags       // mcpserve.go
+	streams       streamFlags    // streamflags.go
 
 	journalCapture     string
 	journalContentDays int
@@ -97,6 +97,7 @@ func (c *serveConfig) journalDir() string { return filepath.Join(c.dataDir, "jou
 
 func serveFlags(env *cliEnv, c *serveConfig) *flagSet {
 	fs := newEnvFlags(env, "serve", serveUsage)
+	fs.envAll = true // every flag, as GATEHOUSE_<NAME>
 	fs.stringVar(&c.dataDir, "data-dir", ".gatehouse", "where the journal, the embedded NATS store and credentials live")
 	fs.stringVar(&c.natsURL, "nats-url", "", "use this NATS (with JetStream) instead of the embedded server")
 	fs.stringVar(&c.natsCreds, "nats-creds", "", "nkey seed file for --nats-url")
@@ -122,6 +123,7 @@ func serveFlags(env *cliEnv, c *serveConfig) *flagSet {
 	c.integrity.register(fs)
 	c.dashboard.register(fs)
 	c.mcp.register(fs)
+	c.streams.register(fs)
 	fs.stringVar(&c.journalCapture, "journal-capture", envOr(env, "JOURNAL_CAPTURE", "full"), "what is kept of what decisions depended on, beside the journal in DATA_DIR/content: full (replayable), digests (verifiable only) or off (also $JOURNAL_CAPTURE)")
 	fs.stringVar(&c.contentStore, "content-store", "dir", "where captured content is kept: dir (DATA_DIR/content, this host only) or objectstore (the NATS Object Store bucket gatehouse_content, shared by every broker of a cluster)")
 	fs.stringVar(&c.journalDurability, "journal-durability", durabilityAuto, durabilityUsage)
@@ -138,6 +140,9 @@ func cmdServe(ctx context.Context, env *cliEnv, args []string) error {
 	if _, err := fs.parse(args); err != nil {
 		return err
 	}
+	if err := c.validate(env); err != nil { // servecheck.go: before anything starts
+		return err
+	}
 	mode, err := policy.ParseMode(c.mode)
 	if err != nil {
 		return usageError("--mode: %v", err)
@@ -152,6 +157,11 @@ func cmdServe(ctx context.Context, env *cliEnv, args []string) error {
 	if err != nil {
 		return err
 	}
+	release, err := c.claimDataDir() // no other serve here (before touching it), the ports free
+	if err != nil {
+		return err
+	}
+	defer release()
 	if c.dataDir, err = secureDataDir(c.dataDir, log); err != nil {
 		return err // before anything is written into it
 	}
@@ -200,6 +210,7 @@ func cmdServe(ctx context.Context, env *cliEnv, args []string) error {
 	}
 	defer nc.Close()
 	defer rc.Close()
+	logNATSErrors(log, nc, rc) // natslog.go
 	if err := broker.ProbeReplies(rc); err != nil {
 		if ns != nil {
 			return fmt.Errorf("embedded NATS: %w", err)
@@ -214,8 +225,8 @@ func cmdServe(ctx context.Context, env *cliEnv, args []string) error {
 	if err != nil {
 		return err
 	}
-	if _, err := journal.EnsureStream(ctx, js, c.replicas); err != nil {
-		return fmt.Errorf("journal stream: %w", err)
+	if err := ensureJournalStream(ctx, js, c.replicas, log); err != nil { // startup.go: asks again on a timeout
+		return err
 	}
 	runs, err := broker.OpenKVRuns(ctx, js, c.replicas)
 	if err != nil {
@@ -303,7 +314,7 @@ func cmdServe(ctx context.Context, env *cliEnv, args []string) error {
 		return err
 	}
 	defer stopIdentities()
-	svc, err := broker.Serve(rc, b, broker.ServiceConfig{})
+	svc, err := broker.Serve(rc, b, broker.ServiceConfig{Status: instanceStatus(ns, pols)})
 	if err != nil {
 		return err
 	}
@@ -489,11 +500,15 @@ func detectSandbox(ctx context.Context, c *serveConfig, log *slog.Logger) *sandb
 // flags name. On error the sinks opened so far are in the set, to close.
 func openSinks(ctx context.Context, js jetstream.JetStream, c *serveConfig, sb *sandbox.Sandbox, log *slog.Logger) (*sinkSet, error) {
 	s := &sinkSet{}
-	out, err := output.New(ctx, js, c.replicas)
+	peerLim, outLim, err := c.streams.limits()
 	if err != nil {
 		return s, err
 	}
-	peers, err := peer.New(ctx, js, c.replicas)
+	out, err := output.NewWithLimits(ctx, js, c.replicas, outLim)
+	if err != nil {
+		return s, err
+	}
+	peers, err := peer.NewWithLimits(ctx, js, c.replicas, peerLim)
 	if err != nil {
 		return s, err
 	}
@@ -616,7 +631,7 @@ func openProvider(ctx context.Context, js jetstream.JetStream, c *serveConfig, g
 		if cfg.ToolServers, err = toolServerNames(c.mcp.servers); err != nil {
 			return nil, fmt.Errorf("--mcp-servers: %w", err)
 		}
-		rules, err := provider.LoadGrounding(c.grounding, cat.WithToolServers(cfg.ToolServers...))
+		rules, err := loadGrounding(c.grounding, cat.WithToolServers(cfg.ToolServers...)) // rulesfiles.go
 		if err != nil {
 			log.Error("grounding rules could not be read: every provider call is refused until they are fixed", "file", c.grounding, "err", err)
 			rules = grounding.Unreadable(c.grounding, err)
@@ -668,7 +683,7 @@ func loadPolicy(path string) (*policy.Policy, error) {
 	if path == "" {
 		return policy.Default(), nil
 	}
-	p, err := policy.Load(path)
+	p, err := loadPolicyFile(path) // rulesfiles.go
 	if err != nil {
 		return policy.Unreadable(path, err), err
 	}

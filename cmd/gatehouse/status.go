@@ -38,11 +38,6 @@ Shows a Gatehouse deployment as an operator wants to see it:
     since when the oldest waits, read from JetStream KV (bucket
     gatehouse_approvals), or with --redis-url from Redis, for deployments
     whose serve keeps approvals there (serve --redis-url).
-
-Exit status: 0 all is well; 1 findings (no broker answering, no journal
-writer consumer, a stream without a leader or with a replica offline, no
-meta leader, approvals in Redis that cannot be read); 2 NATS cannot be
-reached or bad usage (a --redis-url that is not a redis:// URL).
 `
 
 // statusReport is what status prints with --json.
@@ -60,12 +55,14 @@ type statusReport struct {
 }
 
 type statusServer struct {
-	Name        string `json:"name"`
-	Cluster     string `json:"cluster,omitempty"`
-	Version     string `json:"version,omitempty"`
-	Connections int    `json:"connections"`
-	Streams     int    `json:"streams"`
-	Consumers   int    `json:"consumers"`
+	Name    string `json:"name"`
+	Cluster string `json:"cluster,omitempty"`
+	Version string `json:"version,omitempty"`
+	// The figures are nil when unknown: without the system account only an
+	// embedded server's own broker can tell them.
+	Connections *int   `json:"connections,omitempty"`
+	Streams     *int   `json:"streams,omitempty"`
+	Consumers   *int   `json:"consumers,omitempty"`
 	Uptime      string `json:"uptime,omitempty"`
 }
 
@@ -103,6 +100,10 @@ type statusBroker struct {
 	// hand a request to its goroutine, not the effect's (see
 	// gatehouse_effect_seconds for that).
 	AverageMs float64 `json:"average_ms"`
+	// Status is what the broker says of itself: mode, policy (and whether
+	// it could be read), grounding rules, sinks, an embedded NATS server's
+	// figures. Nil for a broker too old to say.
+	Status *broker.InstanceStatus `json:"status,omitempty"`
 }
 
 type statusWriter struct {
@@ -176,7 +177,7 @@ func cmdStatus(ctx context.Context, env *cliEnv, args []string) error {
 	if sysUser != "" {
 		statusServers(ctx, rep, url, sysUser, env.getenv("GATEHOUSE_SYSTEM_PASSWORD"), wait)
 	} else {
-		rep.Notes = append(rep.Notes, "servers: pass --system-user (and $GATEHOUSE_SYSTEM_PASSWORD) to see every NATS server and the JetStream meta group")
+		rep.Notes = append(rep.Notes, noteNoSystemUser)
 		rep.Servers = []statusServer{{Name: nc.ConnectedServerName(), Cluster: nc.ConnectedClusterName(), Version: nc.ConnectedServerVersion()}}
 	}
 	js, err := jetstream.New(nc)
@@ -185,6 +186,7 @@ func cmdStatus(ctx context.Context, env *cliEnv, args []string) error {
 	}
 	statusStreams(ctx, rep, js)
 	statusBrokers(rep, nc, wait)
+	embeddedFigures(rep)
 	statusJournalWriter(ctx, rep, js)
 	if approvalsRedis != nil {
 		statusApprovalsPendingRedis(ctx, rep, approvalsRedis, time.Now())
@@ -193,7 +195,7 @@ func cmdStatus(ctx context.Context, env *cliEnv, args []string) error {
 	}
 
 	if cf.json {
-		if err := json.NewEncoder(env.stdout).Encode(rep); err != nil {
+		if err := printJSON(env, rep); err != nil {
 			return err
 		}
 	} else {
@@ -275,7 +277,7 @@ func statusServers(ctx context.Context, rep *statusReport, url, user, password s
 		}
 		if json.Unmarshal(b, &v) == nil && v.Server.Name != "" {
 			servers[v.Server.Name] = &statusServer{Name: v.Server.Name, Cluster: v.Server.Cluster, Version: v.Data.Version,
-				Connections: v.Data.Connections, Uptime: v.Data.Uptime}
+				Connections: &v.Data.Connections, Uptime: v.Data.Uptime}
 		}
 	}
 	for _, b := range collect(sys, "$SYS.REQ.SERVER.PING.JSZ", wait) {
@@ -304,7 +306,7 @@ func statusServers(ctx context.Context, rep *statusReport, url, user, password s
 			s = &statusServer{Name: j.Server.Name, Cluster: j.Server.Cluster}
 			servers[j.Server.Name] = s
 		}
-		s.Streams, s.Consumers = j.Data.Streams, j.Data.Consumers
+		s.Streams, s.Consumers = &j.Data.Streams, &j.Data.Consumers
 		if m := j.Data.Meta; m != nil && m.Leader == j.Server.Name {
 			rep.Meta = &statusMeta{Leader: m.Leader, Size: m.Size, Peers: []statusPeer{{Name: m.Leader, Current: true}}}
 			for _, r := range m.Replicas {
@@ -388,7 +390,12 @@ func statusBrokers(rep *statusReport, nc *nats.Conn, wait time.Duration) {
 			br.Requests += e.NumRequests
 			br.Errors += e.NumErrors
 			total += e.ProcessingTime
+			var is broker.InstanceStatus
+			if len(e.Data) > 0 && json.Unmarshal(e.Data, &is) == nil && is.Mode != "" {
+				br.Status = &is
+			}
 		}
+		brokerFindings(rep, &br)
 		if br.Requests > 0 {
 			br.AverageMs = float64(total.Microseconds()) / 1000 / float64(br.Requests)
 		}
@@ -501,8 +508,8 @@ func printStatus(env *cliEnv, r *statusReport) {
 	o := env.stdout
 	fmt.Fprintf(o, "NATS %s (connected to %s)\n", r.NATSURL, r.Connected)
 	for _, s := range r.Servers {
-		fmt.Fprintf(o, "  server %-12s cluster %-16s %-8s connections %-4d streams %-3d consumers %-3d up %s\n",
-			s.Name, s.Cluster, s.Version, s.Connections, s.Streams, s.Consumers, s.Uptime)
+		fmt.Fprintf(o, "  server %-12s cluster %-16s %-8s connections %-4s streams %-3s consumers %-3s up %s\n",
+			s.Name, orDash(s.Cluster), s.Version, count(s.Connections), count(s.Streams), count(s.Consumers), orDash(s.Uptime))
 	}
 	if m := r.Meta; m != nil {
 		fmt.Fprintf(o, "JetStream meta leader %s, %d peers:", m.Leader, m.Size)
@@ -522,10 +529,14 @@ func printStatus(env *cliEnv, r *statusReport) {
 	fmt.Fprintf(o, "Brokers (queue group %s): %d\n", subject.QueueGroup, len(r.Brokers))
 	for _, b := range r.Brokers {
 		fmt.Fprintf(o, "  %s v%s requests %d errors %d", b.ID, b.Version, b.Requests, b.Errors)
-		if b.AverageMs > 0 {
+		switch {
+		case b.AverageMs >= 0.1:
 			fmt.Fprintf(o, " average %.2f ms", b.AverageMs)
+		case b.AverageMs > 0:
+			fmt.Fprintf(o, " average %.0f µs", b.AverageMs*1000)
 		}
 		fmt.Fprintf(o, " since %s\n", b.Started)
+		printBrokerStatus(o, b.Status)
 	}
 	if w := r.Writer; w != nil {
 		fmt.Fprintf(o, "Journal writer: stream last seq %d, ack floor %d, lag %d, pending %d, ack pending %d, redelivered %d",

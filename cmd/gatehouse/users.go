@@ -3,7 +3,6 @@ package main
 import (
 	"bufio"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -41,12 +40,10 @@ From then on the dashboard asks for the code after the password, and the
 session has assurance mfa (approvals rules with 'assurance: mfa' accept
 it). The secret is kept in users.json (mode 0600), not encrypted: guard
 that file. --remove drops the second factor.
-
-Exit status: 0 done, 1 refused (user exists, no such user), 2 usage.
 `
 
 func cmdUsers(_ context.Context, env *cliEnv, args []string) error {
-	if done, err := subcommandHelp(env, args, usersUsage, "-h", "--help", "help"); done {
+	if done, err := subcommandHelp(env, args, "users", usersUsage); done {
 		return err
 	}
 	var (
@@ -75,8 +72,7 @@ func cmdUsers(_ context.Context, env *cliEnv, args []string) error {
 		fs.BoolVar(&totpRemove, "remove", false, "remove the user's TOTP second factor")
 	case "remove":
 	default:
-		fmt.Fprint(env.stderr, usersUsage)
-		return usageError("unknown users command %q", sub)
+		return unknownSubcommand("users", sub, "add", "passwd", "remove", "list", "totp")
 	}
 	pos, err := fs.parse(args[1:])
 	if err != nil {
@@ -102,7 +98,7 @@ func cmdUsers(_ context.Context, env *cliEnv, args []string) error {
 			if users == nil {
 				users = []web.User{}
 			}
-			return json.NewEncoder(env.stdout).Encode(users)
+			return printJSON(env, users)
 		}
 		if len(users) == 0 {
 			fmt.Fprintf(env.stdout, "No users in %s. Add one: gatehouse users add NAME --role admin\n", store.Path())
@@ -264,7 +260,7 @@ func usersTOTP(env *cliEnv, store *web.Users, name string, remove, asJSON bool, 
 	}
 	uri := web.TOTPURI("Gatehouse", name, secret)
 	if asJSON {
-		return json.NewEncoder(env.stdout).Encode(struct {
+		return printJSON(env, struct {
 			User   string `json:"user"`
 			URI    string `json:"uri"`
 			Secret string `json:"secret"`

@@ -2,8 +2,8 @@ package main
 
 import (
 	"context"
-	"os"
-	"strings"
+
+	"golang.org/x/mod/sumdb/note"
 
 	"github.com/gatehouse/gatehouse/broker/evidence"
 	"github.com/gatehouse/gatehouse/broker/journal"
@@ -22,11 +22,11 @@ type verifyIntegrity struct {
 }
 
 func (v *verifyIntegrity) register(fs *flagSet) {
-	fs.Var(&v.trusted, "trusted-key", "a file of trusted public keys (hex or base64, one a line): every signed event must verify under one of them; repeatable, so keys from before a rotation stay usable")
+	fs.Var(&v.trusted, "trusted-key", "a trusted public key: the .pub file gatehouse keygen wrote, a file of keys (PEM, hex or base64, one a line) or the key itself; every signed event must verify under one of them; repeatable, so keys from before a rotation stay usable")
 	fs.BoolVar(&v.require, "require-signatures", false, "report every unsigned event (unsigned-event)")
 	fs.Var(&v.checkpoints, "checkpoint", "a signed checkpoint file to check the head log against (needs --log-key); repeatable")
-	fs.StringVar(&v.logKey, "log-key", "", "the log's verifier key (origin+hash+base64) or a file holding it")
-	fs.Var(&v.witnessKeys, "witness-key", "a witness's verifier key, or a file holding it; checkpoints must carry its cosignature; repeatable")
+	fs.StringVar(&v.logKey, "log-key", "", "the log's verifier key (origin+hash+base64), or the .pub file gatehouse keygen --log-origin wrote")
+	fs.Var(&v.witnessKeys, "witness-key", "a witness's verifier key, or the .pub file gatehouse keygen --witness-name wrote; checkpoints must carry its cosignature; repeatable")
 	fs.Var(&v.witnesses, "witness", "fetch the latest checkpoint this witness cosigned for the log (by URL) and check against it; repeatable")
 	fs.IntVar(&v.quorum, "witness-quorum", 0, "how many of the --witness-key witnesses must have cosigned (default: all)")
 }
@@ -38,13 +38,14 @@ type cpText struct {
 	err  error
 }
 
-// verify runs journal.Verify with the flags' keys and checkpoints. A
-// checkpoint that does not open (bad signature, missing cosignature) is a
-// bad-checkpoint finding; flags that cannot be used are usage errors.
-func (v *verifyIntegrity) verify(ctx context.Context, dir string) (*journal.Report, error) {
+// verify runs journal.Verify with the flags' keys and checkpoints and
+// says what it checked (sc). A checkpoint that does not open (bad
+// signature, missing cosignature) is a bad-checkpoint finding; flags that
+// cannot be used are usage errors.
+func (v *verifyIntegrity) verify(ctx context.Context, dir string, sc *verifyScope) (*journal.Report, error) {
 	var opts journal.VerifyOptions
 	if len(v.trusted) > 0 {
-		keys, err := journal.LoadTrustedKeys(v.trusted...)
+		keys, err := loadTrustedKeys(v.trusted...)
 		if err != nil {
 			return nil, usageError("--trusted-key: %v", err)
 		}
@@ -56,7 +57,7 @@ func (v *verifyIntegrity) verify(ctx context.Context, dir string) (*journal.Repo
 	}
 	var texts []cpText
 	for _, f := range v.checkpoints {
-		b, err := os.ReadFile(f)
+		b, err := readUserFile(f, 64<<10)
 		if err != nil {
 			return nil, usageError("--checkpoint: %v", err)
 		}
@@ -66,6 +67,7 @@ func (v *verifyIntegrity) verify(ctx context.Context, dir string) (*journal.Repo
 		if v.logKey != "" || len(v.witnessKeys) > 0 {
 			return nil, usageError("--log-key and --witness-key need --checkpoint or --witness")
 		}
+		sc.keys = opts.Keys
 		return journal.Verify(dir, opts)
 	}
 	if v.logKey == "" {
@@ -92,7 +94,9 @@ func (v *verifyIntegrity) verify(ctx context.Context, dir string) (*journal.Repo
 			continue
 		}
 		cps = append(cps, cp)
+		sc.checkpoints = append(sc.checkpoints, usedCheckpoint{from: t.from, cp: cp})
 	}
+	sc.keys = opts.Keys
 	if len(cps) > 0 {
 		opts.Checkpoint = cps[0]
 	}
@@ -117,7 +121,7 @@ func (v *verifyIntegrity) exportOptions() (evidence.VerifyOptions, error) {
 		return opts, usageError("--export checks the checkpoint the export carries (proofs/checkpoint): give --log-key and --witness-key, not --checkpoint or --witness")
 	}
 	if len(v.trusted) > 0 {
-		keys, err := journal.LoadTrustedKeys(v.trusted...)
+		keys, err := loadTrustedKeys(v.trusted...)
 		if err != nil {
 			return opts, usageError("--trusted-key: %v", err)
 		}
@@ -143,13 +147,13 @@ func (v *verifyIntegrity) exportOptions() (evidence.VerifyOptions, error) {
 
 func (v *verifyIntegrity) checkpointKeys() (journal.CheckpointKeys, error) {
 	var k journal.CheckpointKeys
-	lv, err := journal.NewNoteVerifier(keyOrFile(v.logKey))
+	lv, err := noteVerifierArg(v.logKey, false)
 	if err != nil {
 		return k, usageError("--log-key: %v", err)
 	}
 	k.Log, k.Quorum = lv, v.quorum
 	for _, w := range v.witnessKeys {
-		wv, err := journal.NewNoteVerifier(keyOrFile(w))
+		wv, err := noteVerifierArg(w, true)
 		if err != nil {
 			return k, usageError("--witness-key: %v", err)
 		}
@@ -161,11 +165,12 @@ func (v *verifyIntegrity) checkpointKeys() (journal.CheckpointKeys, error) {
 	return k, nil
 }
 
-// keyOrFile returns s, or the first line of the file s names.
-func keyOrFile(s string) string {
-	if b, err := os.ReadFile(s); err == nil {
-		first, _, _ := strings.Cut(strings.TrimSpace(string(b)), "\n")
-		return first
+// noteVerifierArg is the verifier a --log-key (witness false) or
+// --witness-key names: the key, or a .pub file keygen wrote.
+func noteVerifierArg(arg string, witness bool) (note.Verifier, error) {
+	text, err := verifierKeyArg(arg, witness)
+	if err != nil {
+		return nil, err
 	}
-	return s
+	return journal.NewNoteVerifier(text)
 }

@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"os"
-	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -42,9 +40,9 @@ func cmdWitness(ctx context.Context, env *cliEnv, args []string) error {
 	)
 	fs := newEnvFlags(env, "witness", witnessUsage)
 	fs.stringVar(&stateDir, "state-dir", ".gatehouse-witness", "where the witness keeps what it cosigned")
-	fs.stringVar(&keyFile, "witness-key-file", "", "the witness's Ed25519 seed (hex or base64, mode 0600); $GATEHOUSE_WITNESS_KEY holds the seed when no file is given")
+	fs.stringVar(&keyFile, "witness-key-file", "", "the witness's private key file (gatehouse keygen --out wit.key --witness-name NAME: wit.key, mode 0600); $GATEHOUSE_WITNESS_KEY holds the key itself when no file is given")
 	fs.stringVar(&name, "name", "", "the witness's name, which names its key (required)")
-	fs.Var(&logs, "log", "verifier key of a log to witness (origin+hash+base64), or a file of them one per line; repeatable")
+	fs.Var(&logs, "log", "a log to witness: its verifier key (origin+hash+base64), the .pub file gatehouse keygen --log-origin wrote, or a file of verifier keys one a line; repeatable")
 	fs.stringVar(&addr, "http", "127.0.0.1:8081", "address to serve the witness API on")
 	fs.BoolVar(&printKey, "print-key", false, "print the witness's verifier key and exit")
 	fs.stringVar(&logFormat, "log-format", "text", "text or json")
@@ -59,7 +57,7 @@ func cmdWitness(ctx context.Context, env *cliEnv, args []string) error {
 	if name == "" {
 		return usageError("witness needs --name")
 	}
-	k, err := journal.LoadSigningKey(keyFile, env.getenv("GATEHOUSE_WITNESS_KEY"), log)
+	k, err := loadSigningKey(keyFile, env.getenv("GATEHOUSE_WITNESS_KEY"), log)
 	if err != nil {
 		return &exitError{code: exitUsage, err: err}
 	}
@@ -105,23 +103,35 @@ func cmdWitness(ctx context.Context, env *cliEnv, args []string) error {
 	return nil
 }
 
-// readVerifierKeys takes each value as a verifier key, or as a file of
-// them (one per line, '#' comments) when it names a readable file.
+// readVerifierKeys takes each value as a log's verifier key, or as a file
+// holding them (a .pub file keygen --log-origin wrote, or verifier keys
+// one a line, '#' comments).
 func readVerifierKeys(vals []string) ([]string, error) {
 	var out []string
 	for _, v := range vals {
-		b, err := os.ReadFile(v)
-		if err != nil {
-			if strings.Count(v, "+") < 2 {
-				return nil, fmt.Errorf("%q is neither a verifier key nor a readable file", v)
+		if k, ok := parseVKey(v); ok {
+			if k.witness {
+				return nil, fmt.Errorf("--log %s is a witness's verifier key, not a log's", clipArg(v))
 			}
-			out = append(out, v)
+			out = append(out, k.text)
 			continue
 		}
-		for _, l := range strings.Split(string(b), "\n") {
-			if l = strings.TrimSpace(l); l != "" && !strings.HasPrefix(l, "#") {
-				out = append(out, l)
+		b, _, err := readKeyFile(v)
+		if err != nil {
+			return nil, fmt.Errorf("--log %q is neither a log's verifier key nor a readable file: %w", clipArg(v), err)
+		}
+		_, vkeys, err := parsePublicKeys(b)
+		if err != nil {
+			return nil, fmt.Errorf("--log %s: %w", v, err)
+		}
+		n := len(out)
+		for _, k := range vkeys {
+			if !k.witness {
+				out = append(out, k.text)
 			}
+		}
+		if len(out) == n {
+			return nil, fmt.Errorf("--log %s %w of a log: make the log's key with gatehouse keygen --log-origin ORIGIN, or pass the verifier key", v, errNoVerifierKey)
 		}
 	}
 	return out, nil

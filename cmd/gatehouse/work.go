@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -95,7 +96,7 @@ it) and to the application that opened it (only it may close it).
 `
 
 func cmdWork(ctx context.Context, env *cliEnv, args []string) error {
-	if done, err := subcommandHelp(env, args, workUsage, "--help", "-h"); done {
+	if done, err := subcommandHelp(env, args, "work", workUsage); done {
 		return err
 	}
 	switch args[0] {
@@ -104,7 +105,7 @@ func cmdWork(ctx context.Context, env *cliEnv, args []string) error {
 	case "close":
 		return cmdWorkClose(ctx, env, args[1:])
 	}
-	return usageError("unknown work command %q (open or close)", args[0])
+	return unknownSubcommand("work", args[0], "open", "close")
 }
 
 func cmdWorkOpen(ctx context.Context, env *cliEnv, args []string) error {
@@ -149,7 +150,10 @@ func cmdWorkOpen(ctx context.Context, env *cliEnv, args []string) error {
 		if mExpires != "" {
 			t, err := parseExpiry(mExpires, time.Now())
 			if err != nil {
-				return usageError("--mandate-expires: %v", err)
+				return usageError("--mandate-expires %q is neither an RFC 3339 time (2026-12-31T18:00:00Z) nor a duration from now (2h)", mExpires)
+			}
+			if !t.After(time.Now()) {
+				return usageError("--mandate-expires %s is not in the future: the mandate would allow nothing", mExpires)
 			}
 			m.ExpiresAt = t
 		}
@@ -167,7 +171,7 @@ func cmdWorkOpen(ctx context.Context, env *cliEnv, args []string) error {
 		return err
 	}
 	if cf.json {
-		return json.NewEncoder(env.stdout).Encode(map[string]string{"run": run})
+		return printJSON(env, map[string]string{"run": run})
 	}
 	fmt.Fprintln(env.stdout, run)
 	return nil
@@ -207,35 +211,28 @@ func cmdWorkClose(ctx context.Context, env *cliEnv, args []string) error {
 		return err
 	}
 	if cf.json {
-		return json.NewEncoder(env.stdout).Encode(map[string]string{"run": pos[0], "status": "closed"})
+		return printJSON(env, map[string]string{"run": pos[0], "status": "closed"})
 	}
 	fmt.Fprintln(env.stdout, "closed", pos[0])
 	return nil
 }
 
 const effectUsage = `Usage:
-  gatehouse effect SINK --run RUN [--action A] [--params JSON] [--origin O] [--tool T]
+  gatehouse effect SINK --run RUN [--action A] [--params JSON] [--agent NAME] [--json]
   gatehouse effect output --run RUN [--status ok] [--result JSON]
 
 An agent's side: propose one effect for a run and print the decision and,
-if it happened, the outcome. Exit status: 0 allowed, 1 refused or failed,
-2 bad usage, 3 held for a person's approval.
+if it happened, the outcome.
 `
 
 // exitHeld is effect's exit status for an effect held for approval.
 const exitHeld = 3
 
 func cmdEffect(ctx context.Context, env *cliEnv, args []string) error {
-	if len(args) == 0 || strings.HasPrefix(args[0], "-") {
-		fs := newEnvFlags(env, "effect", effectUsage)
-		_, err := fs.parse(args)
-		if err != nil {
-			return err
-		}
-		fs.Usage()
-		return usageError("name a sink (for example: gatehouse effect output --run RUN --result '{}')")
+	var sinkName string
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		sinkName, args = args[0], args[1:]
 	}
-	sink := policy.Sink(args[0])
 	var (
 		cf     connFlags
 		req    broker.EffectRequest
@@ -244,27 +241,34 @@ func cmdEffect(ctx context.Context, env *cliEnv, args []string) error {
 		result string
 		origin string
 	)
-	fs := newEnvFlags(env, "effect "+args[0], effectUsage)
+	fs := newEnvFlags(env, "effect", effectUsage)
 	cf.register(fs)
 	fs.StringVar(&req.Run, "run", "", "the run id the application opened (required)")
-	fs.StringVar(&req.Action, "action", "", "the sink's action (output: deliver)")
+	fs.StringVar(&req.Action, "action", "", "the sink's action; a sink with one action (output, process, provider, mcp) needs none (gatehouse sinks lists them)")
 	fs.StringVar(&params, "params", "", "the sink's params as a JSON object")
 	fs.StringVar(&origin, "origin", "", "normally left out: Gatehouse establishes the origin (model, or what the deployment declared for --agent); naming another is refused")
 	fs.StringVar(&req.Tool, "tool", "", "normally left out: Gatehouse names the effect SINK.ACTION; naming another is refused")
 	fs.StringVar(&cf.agent, "agent", "", "connect as this named agent, with its own credential (gatehouse agents add, serve --agents)")
 	fs.StringVar(&status, "status", "ok", "output: the step's status")
 	fs.StringVar(&result, "result", "", "output: the step's result as JSON")
-	pos, err := fs.parse(args[1:])
+	pos, err := fs.parse(args)
 	if err != nil {
 		return err
 	}
+	if sinkName == "" && len(pos) > 0 {
+		sinkName, pos = pos[0], pos[1:]
+	}
+	if sinkName == "" {
+		return usageHint("effect", "name a sink: gatehouse effect SINK --run RUN [--action A] [--params JSON]")
+	}
+	sink := policy.Sink(sinkName)
 	if req.Run == "" && len(pos) == 1 {
 		req.Run = pos[0]
 	} else if len(pos) > 0 {
 		return usageError("unexpected arguments: %s", strings.Join(pos, " "))
 	}
 	if req.Run == "" {
-		return usageError("--run is required")
+		return usageHint("effect", "--run is required: the run id 'gatehouse work open' printed")
 	}
 	req.Origin = policy.Origin(origin)
 	if sink == policy.SinkOutput {
@@ -287,10 +291,20 @@ func cmdEffect(ctx context.Context, env *cliEnv, args []string) error {
 		if !json.Valid([]byte(params)) {
 			return usageError("--params is not JSON")
 		}
+		if t := bytes.TrimLeft([]byte(params), " \t\r\n"); t[0] != '{' {
+			return usageError("--params must be a JSON object, {...} (the params of sink %s: gatehouse sinks %s)", sink, sink)
+		}
 		req.Params = json.RawMessage(params)
 	}
 	if req.Action == "" {
-		return usageError("--action is required for sink %s", sink)
+		switch acts := actionsOf(sink); len(acts) {
+		case 1:
+			req.Action = acts[0] // the sink's only action
+		case 0:
+			return usageHint("effect", fmt.Sprintf("--action is required for sink %s (gatehouse sinks lists every sink's actions)", sink))
+		default:
+			return usageHint("effect", fmt.Sprintf("--action is required for sink %s: one of %s (their params: gatehouse sinks %s)", sink, strings.Join(acts, ", "), sink))
+		}
 	}
 	c, err := cf.dial(client.Agent)
 	if err != nil {
@@ -304,28 +318,14 @@ func cmdEffect(ctx context.Context, env *cliEnv, args []string) error {
 		return err
 	}
 	if cf.json {
-		if jerr := json.NewEncoder(env.stdout).Encode(reply); jerr != nil {
+		if jerr := printJSON(env, reply); jerr != nil {
 			return jerr
 		}
 	} else {
 		printEffect(env, reply)
+		printEffectResult(env, reply)
 	}
-	switch {
-	case reply.Decision != nil && reply.Decision.Outcome == "held":
-		// Held for a person: the reply's APPROVAL_REQUIRED error is the
-		// news, not a failure.
-		return &exitError{code: exitHeld}
-	case err != nil:
-		if cf.json {
-			return &exitError{code: exitFindings}
-		}
-		return err
-	case reply.Decision == nil:
-		return &exitError{code: exitFindings}
-	case reply.Decision.Outcome != "allowed":
-		return &exitError{code: exitFindings}
-	}
-	return nil
+	return effectExit(env, reply, err, cf.json)
 }
 
 func printEffect(env *cliEnv, r *broker.EffectReply) {

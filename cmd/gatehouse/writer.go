@@ -5,8 +5,6 @@ import (
 	"fmt"
 
 	"github.com/nats-io/nats.go/jetstream"
-
-	"github.com/gatehouse/gatehouse/broker/journal"
 )
 
 const writerUsage = `Usage: gatehouse writer --nats-url URL [--nats-creds FILE] [--journal-dir DIR] [--http ADDR] [--pprof ADDR]
@@ -22,7 +20,11 @@ With a signing key it signs every event, and signs a checkpoint of the
 head log every --checkpoint-interval when it grew, submitting each to
 every --witness for a cosignature.
 
-With --http it serves there /healthz, /readyz, /metrics (events written,
+With --http it listens there at once, before it connects to NATS, and
+logs the address ("writer health, metrics and checkpoints", url=...; so
+--http 127.0.0.1:0 picks a free port): /healthz answers from the start,
+/readyz and the rest 503 until the writer is up. It serves /healthz,
+/readyz, /metrics (events written,
 journal lag) and, with a signing key, the checkpoints: GET /checkpoint
 (the latest; ?fresh=1 signs one first when the log grew), POST
 /checkpoint (sign one now, witnesses cosign it; replies with it),
@@ -36,6 +38,7 @@ func cmdWriter(ctx context.Context, env *cliEnv, args []string) error {
 	var integrity integrityFlags
 	var replicas int
 	fs := newEnvFlags(env, "writer", writerUsage)
+	fs.envAll = true
 	fs.stringVar(&natsURL, "nats-url", "", "NATS with JetStream (required)")
 	fs.stringVar(&creds, "nats-creds", "", "nkey seed file")
 	fs.stringVar(&dir, "journal-dir", ".gatehouse/journal", "the journal directory")
@@ -55,6 +58,16 @@ func cmdWriter(ctx context.Context, env *cliEnv, args []string) error {
 	if err != nil {
 		return err
 	}
+	// Listen first: the writer is alive (and says where) while it connects
+	// to NATS and opens the journal, which on a busy cluster takes a while.
+	var h *healthServer
+	if httpAddr != "" {
+		if h, err = listenHealth(httpAddr, log); err != nil {
+			return &exitError{code: exitUsage, err: err}
+		}
+		defer h.Shutdown()
+		log.Info("writer health, metrics and checkpoints", "url", h.URL())
+	}
 	nc, err := connectNATS(natsURL, creds, "gatehouse-writer")
 	if err != nil {
 		return fmt.Errorf("connect to NATS: %w", err)
@@ -64,8 +77,8 @@ func cmdWriter(ctx context.Context, env *cliEnv, args []string) error {
 	if err != nil {
 		return err
 	}
-	if _, err := journal.EnsureStream(ctx, js, replicas); err != nil {
-		return fmt.Errorf("journal stream: %w", err)
+	if err := ensureJournalStream(ctx, js, replicas, log); err != nil { // startup.go: asks again on a timeout
+		return err
 	}
 	stopPprof, err := startPprof(pprofAddr, log)
 	if err != nil {
@@ -77,13 +90,8 @@ func cmdWriter(ctx context.Context, env *cliEnv, args []string) error {
 	if err != nil {
 		return err
 	}
-	if httpAddr != "" {
-		h, err := startWriterHealth(httpAddr, nc, js, loop, writerIntegrity(&integrity, signKey, loop, log), log)
-		if err != nil {
-			return err
-		}
-		defer h.Shutdown()
-		log.Info("writer health, metrics and checkpoints", "url", h.URL())
+	if h != nil {
+		installWriterHealth(h, nc, js, loop, writerIntegrity(&integrity, signKey, loop, log))
 	}
 	log.Info("journal writer running", "dir", dir, "nats", natsURL)
 	return loop.run(ctx)

@@ -23,6 +23,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -136,27 +137,54 @@ func StartNATS(t testing.TB, n int) *NATS {
 	}
 	c.users = embedded.UsersConf(users)
 	for i := range n {
-		c.Nodes = append(c.Nodes, &Node{Name: fmt.Sprintf("n%d", i+1), Port: FreePort(t), ClusterPort: FreePort(t), bin: bin})
+		c.Nodes = append(c.Nodes, &Node{Name: fmt.Sprintf("n%d", i+1), bin: bin})
 	}
 	root := t.TempDir()
+	// A port can still be taken between the pick and the bind (another
+	// test process picking the same): the node then exits at start saying
+	// "address already in use", and the cluster starts again on new ports.
+	for attempt := 1; ; attempt++ {
+		err := c.start(t, root)
+		if err == nil {
+			break
+		}
+		for _, node := range c.Nodes {
+			node.kill()
+		}
+		if attempt == 3 || !strings.Contains(err.Error(), "address already in use") {
+			t.Fatalf("NATS cluster did not start (attempt %d): %v", attempt, err)
+		}
+		t.Logf("NATS cluster: a port was taken, starting again on others: %v", err)
+	}
 	for _, node := range c.Nodes {
-		node.dir = filepath.Join(root, node.Name)
-		if err := os.MkdirAll(node.dir, 0o700); err != nil {
-			t.Fatal(err)
-		}
-		node.conf = filepath.Join(node.dir, "nats.conf")
-		if err := os.WriteFile(node.conf, []byte(c.config(node)), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		if err := node.start(); err != nil {
-			t.Fatal(err)
-		}
 		t.Cleanup(node.kill)
 	}
 	if err := c.WaitReady(60 * time.Second); err != nil {
 		t.Fatal(err)
 	}
 	return c
+}
+
+// start picks ports for every node, writes their configurations and
+// starts them; an error names the node that failed and what it printed.
+func (c *NATS) start(t testing.TB, root string) error {
+	for _, node := range c.Nodes {
+		node.Port, node.ClusterPort = FreePort(t), FreePort(t)
+	}
+	for _, node := range c.Nodes {
+		node.dir = filepath.Join(root, node.Name)
+		if err := os.MkdirAll(node.dir, 0o700); err != nil {
+			return err
+		}
+		node.conf = filepath.Join(node.dir, "nats.conf")
+		if err := os.WriteFile(node.conf, []byte(c.config(node)), 0o600); err != nil {
+			return err
+		}
+		if err := node.start(); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func (c *NATS) config(n *Node) string {
@@ -343,13 +371,72 @@ func StartRedis(t testing.TB) *Redis {
 	return &Redis{URL: url, Stop: stop, Restart: restart}
 }
 
-// FreePort returns a loopback TCP port nothing listens on right now.
+var (
+	portsMu    sync.Mutex
+	portsGiven = map[int]bool{}
+)
+
+// FreePort returns a loopback TCP port nothing listens on right now, for
+// a process that must be told its port before it starts (a nats-server
+// node: the routes of each name the others'). A process that can listen
+// on 127.0.0.1:0 and say which port it got should do that instead: there
+// is then no port to race for.
+//
+// The port is picked at random below the kernel's ephemeral range
+// (net.ipv4.ip_local_port_range), where the kernel never assigns ports of
+// its own accord: between the pick and the bind, neither an outgoing
+// connection's source port nor another process listening on :0 can take
+// it, as they can take one in the ephemeral range (which is how
+// TestScaledOutShape's writer once found no port: its listener never came
+// up, and the test waited 30 s on "connection refused"). It is never given
+// twice in one test binary, and is checked free by listening on it.
 func FreePort(t testing.TB) int {
 	t.Helper()
+	lo, _ := ephemeralRange()
+	const floor = 20000
+	portsMu.Lock()
+	defer portsMu.Unlock()
+	for range 200 {
+		if lo-floor < 1000 {
+			break // no room below the ephemeral range: take the kernel's
+		}
+		p := floor + rand.IntN(lo-floor)
+		if portsGiven[p] {
+			continue
+		}
+		l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(p)))
+		if err != nil {
+			continue
+		}
+		l.Close()
+		portsGiven[p] = true
+		return p
+	}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	p := l.Addr().(*net.TCPAddr).Port
+	portsGiven[p] = true
+	return p
+}
+
+// ephemeralRange is the kernel's range of ports it assigns itself
+// (Linux's default when it cannot be read).
+func ephemeralRange() (lo, hi int) {
+	lo, hi = 32768, 60999
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return lo, hi
+	}
+	if f := strings.Fields(string(b)); len(f) == 2 {
+		if a, err := strconv.Atoi(f[0]); err == nil {
+			lo = a
+		}
+		if b, err := strconv.Atoi(f[1]); err == nil {
+			hi = b
+		}
+	}
+	return lo, hi
 }

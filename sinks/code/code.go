@@ -87,8 +87,11 @@
 // with the contract read from the source; a verified contract sending a
 // method beyond the declared effect is a bad request. A run of
 // {"integration": "erp-remind", "stdin": ..., "args": ...} runs the stored
-// source as origin registry, with its name as atom and its declared
-// effect; its contract is the one read from the stored source (cached when
+// source as origin registry, or as the origin of the work that stored it
+// when that is trusted less (StoredBy.Origin: code a model agent stored
+// runs as model code, so storing it launders no trust; an entry that
+// names no registrar's origin runs as model), with its name as atom and
+// its declared effect; its contract is the one read from the stored source (cached when
 // stored, re-read by every broker's watch when the entry changes). A run
 // whose stored source no longer matches its digest is UNAVAILABLE, and one
 // whose verified contract now sends beyond the declared effect is a bad
@@ -301,7 +304,10 @@ func (s *Sink) Describe(ctx context.Context, run *broker.Run, req *broker.Effect
 			return nil, err
 		}
 		stored, p.Program, p.Source = in, in.Program, string(src)
-		origin = policy.OriginRegistry // stored code is held as registry code, whoever runs it
+		// Stored code is held as registry code, whoever runs it, and never
+		// as more than its registrar was: code a model wrote and stored
+		// runs as model code (an entry naming no registrar's origin too).
+		origin = policy.LeastTrusted(policy.OriginRegistry, in.StoredBy.Origin)
 	}
 	prog, ok := s.cfg.Programs[p.Program]
 	if !ok {

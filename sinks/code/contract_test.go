@@ -335,8 +335,10 @@ func TestRegistryReadsContractsWhenStoredAndWhenChanged(t *testing.T) {
 		t.Fatalf("stored integration's payment: %v", m)
 	}
 	cd := codeDecision(t, g.Events(t, run1))
-	if cd.Origin != policy.OriginRegistry || cd.Atom != "erp-pay" || cd.Declared != policy.EffectWrite || !cd.Contract.Verified {
-		t.Fatalf("a run of a stored integration is registry code, held to its own declaration: %+v", cd)
+	// The agent that stored it is a model agent: its stored code runs as
+	// model code, never with more trust than its registrar had.
+	if in.StoredBy.Origin != policy.OriginModel || cd.Origin != policy.OriginModel || cd.Atom != "erp-pay" || cd.Declared != policy.EffectWrite || !cd.Contract.Verified {
+		t.Fatalf("a run of a stored integration is held to its own declaration, as its registrar's origin: %+v (stored by %+v)", cd, in.StoredBy)
 	}
 
 	// Someone changes the stored code behind the sink's back: the path is

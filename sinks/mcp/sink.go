@@ -111,6 +111,11 @@ type Params struct {
 type Grounding interface {
 	GroundingRules() *grounding.Rules
 	GroundingRecords() grounding.Records
+	// SpendRecords marks the records a grounded call's amounts were
+	// bounded by as spent (grounding.Spend), before the call is made; an
+	// error (a record another call spent first, a store that cannot mark
+	// it) means the call must not be made.
+	SpendRecords(ctx context.Context, workflow string, spends []grounding.Spend) error
 }
 
 // Config configures the sink.
@@ -337,6 +342,10 @@ type state struct {
 	srv  *Server
 	tool string
 	args json.RawMessage
+	// workflow and spends: a grounded call spends the records its amounts
+	// were bounded by when it is made.
+	workflow string
+	spends   []grounding.Spend
 }
 
 // DecodeParams decodes and checks a call's params: the server must be in
@@ -452,7 +461,7 @@ func (k *Sink) ground(ctx context.Context, run *broker.Run, srv *Server, p *Para
 		}
 	}
 	res := rules.Check(ctx, grounding.Input{
-		Workflow: wf, Caller: caller, Now: k.now(), Records: k.grd.GroundingRecords(),
+		Workflow: wf, Agent: run.Agent, Caller: caller, Now: k.now(), Records: k.grd.GroundingRecords(),
 		Call: grounding.Call{Provider: srv.Name, Method: "POST", Path: "/tools/" + p.Tool, Body: p.Arguments, ContentType: "application/json"},
 	})
 	if !res.Applied {
@@ -461,6 +470,9 @@ func (k *Sink) ground(ctx context.Context, run *broker.Run, srv *Server, p *Para
 	prop.Effect.Grounding = &policy.Grounding{Rule: res.Rule, Failures: res.Failures}
 	for _, ci := range res.Citations {
 		prop.Citations = append(prop.Citations, journal.Citation{Run: ci.Run, Effect: ci.Effect, Digest: ci.Digest, Path: ci.Path})
+	}
+	if st, ok := prop.State.(*state); ok && len(res.Failures) == 0 {
+		st.workflow, st.spends = wf, res.Spends
 	}
 }
 
@@ -503,6 +515,11 @@ func (k *Sink) Perform(ctx context.Context, run *broker.Run, req *broker.EffectR
 	}
 	if why := unpinned(pin, listed, st.tool); why != "" {
 		return nil, &CallError{Type: "tool-changed", Detail: fmt.Sprintf("MCP tool %s/%s: %s; nothing was sent", st.srv.Name, st.tool, why)}
+	}
+	if len(st.spends) > 0 {
+		if err := k.grd.SpendRecords(ctx, st.workflow, st.spends); err != nil {
+			return nil, &CallError{Type: "record-spent", Detail: fmt.Sprintf("a record that bounds this call's amounts could not be spent (%v); nothing was sent, read the record again", err)}
+		}
 	}
 	cctx, cancel := context.WithTimeout(ctx, st.srv.callTimeout())
 	defer cancel()

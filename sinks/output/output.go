@@ -47,27 +47,41 @@ type Delivery struct {
 type Sink struct {
 	js  jetstream.JetStream
 	now func() time.Time
+	lim broker.StreamLimits
 }
 
 var _ broker.Sink = (*Sink)(nil)
 
-// New ensures the outputs stream (replicas copies) and returns the sink.
+// New ensures the outputs stream (replicas copies) with
+// broker.DefaultStreamLimits and returns the sink.
 func New(ctx context.Context, js jetstream.JetStream, replicas int) (*Sink, error) {
+	return NewWithLimits(ctx, js, replicas, broker.DefaultStreamLimits)
+}
+
+// NewWithLimits is New with the stream's bounds (broker.StreamLimits: the
+// whole stream, one message, one run's subject; discard-new, so a full
+// stream refuses new outputs and never deletes stored ones). A result
+// that would not fit in one message is refused before it is decided
+// (TOO_LARGE); one the full stream refuses fails with outcome error
+// stream-full.
+func NewWithLimits(ctx context.Context, js jetstream.JetStream, replicas int, lim broker.StreamLimits) (*Sink, error) {
 	if replicas < 1 {
 		replicas = 1
 	}
-	_, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+	cfg := jetstream.StreamConfig{
 		Name:        subject.OutputStream,
 		Description: "Gatehouse outputs delivered to callers",
 		Subjects:    []string{subject.OutputPrefix + ".>"},
 		Storage:     jetstream.FileStorage,
 		Replicas:    replicas,
 		MaxAge:      7 * 24 * time.Hour,
-	})
-	if err != nil {
+	}
+	lim = lim.OrDefault()
+	lim.Apply(&cfg)
+	if _, err := js.CreateOrUpdateStream(ctx, cfg); err != nil {
 		return nil, fmt.Errorf("outputs stream: %w", err)
 	}
-	return &Sink{js: js, now: time.Now}, nil
+	return &Sink{js: js, now: time.Now, lim: lim}, nil
 }
 
 // Name implements broker.Sink.
@@ -90,6 +104,9 @@ func (s *Sink) Describe(ctx context.Context, run *broker.Run, req *broker.Effect
 	}
 	if p.Result == nil {
 		p.Result = json.RawMessage("null")
+	}
+	if err := s.lim.CheckSize("result", len(p.Result)+len(p.Status)); err != nil {
+		return nil, err
 	}
 	sum := sha256.Sum256(p.Result)
 	origin := req.Origin
@@ -114,7 +131,7 @@ func (s *Sink) Perform(ctx context.Context, run *broker.Run, req *broker.EffectR
 	subj := subject.Output(broker.RunApp(run), run.ID)
 	ack, err := s.js.Publish(ctx, subj, b)
 	if err != nil {
-		return nil, fmt.Errorf("deliver output: %w", err)
+		return nil, fmt.Errorf("deliver output: %w", broker.StreamFull(err))
 	}
 	reply, _ := json.Marshal(map[string]any{"subject": subj, "seq": ack.Sequence})
 	return &broker.Performed{

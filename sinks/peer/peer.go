@@ -156,6 +156,7 @@ type Sink struct {
 	js     jetstream.JetStream
 	kv     jetstream.KeyValue
 	now    func() time.Time
+	lim    broker.StreamLimits
 	opener atomic.Pointer[boundOpener]
 	// ensured records each agent's consumer and when it was last made
 	// sure of.
@@ -174,13 +175,24 @@ var (
 	_ broker.PeerQueue = (*Sink)(nil)
 )
 
-// New ensures the peer stream and bucket (replicas copies each) and returns
-// the sink. Call Bind before serving delegations.
+// New ensures the peer stream and bucket (replicas copies each), with
+// broker.DefaultStreamLimits, and returns the sink. Call Bind before
+// serving delegations.
 func New(ctx context.Context, js jetstream.JetStream, replicas int) (*Sink, error) {
+	return NewWithLimits(ctx, js, replicas, broker.DefaultStreamLimits)
+}
+
+// NewWithLimits is New with the peer stream's bounds (broker.StreamLimits:
+// the whole stream, one message, one recipient's queue from one run;
+// discard-new, so a full stream or queue refuses new messages and never
+// deletes unread ones). Content that would not fit in one message is
+// refused before it is decided (TOO_LARGE); a message the full stream
+// refuses fails with outcome error stream-full.
+func NewWithLimits(ctx context.Context, js jetstream.JetStream, replicas int, lim broker.StreamLimits) (*Sink, error) {
 	if replicas < 1 {
 		replicas = 1
 	}
-	if _, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+	cfg := jetstream.StreamConfig{
 		Name:        subject.PeerStream,
 		Description: "Gatehouse peer messages, kept until their recipient agent fetches them",
 		Subjects:    []string{subject.PeerAll},
@@ -188,7 +200,10 @@ func New(ctx context.Context, js jetstream.JetStream, replicas int) (*Sink, erro
 		Storage:     jetstream.FileStorage,
 		Replicas:    replicas,
 		MaxAge:      MaxAge,
-	}); err != nil {
+	}
+	lim = lim.OrDefault()
+	lim.Apply(&cfg)
+	if _, err := js.CreateOrUpdateStream(ctx, cfg); err != nil {
 		return nil, fmt.Errorf("peer stream: %w", err)
 	}
 	kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
@@ -201,7 +216,7 @@ func New(ctx context.Context, js jetstream.JetStream, replicas int) (*Sink, erro
 	if err != nil {
 		return nil, fmt.Errorf("peers bucket: %w", err)
 	}
-	return &Sink{js: js, kv: kv, now: time.Now}, nil
+	return &Sink{js: js, kv: kv, now: time.Now, lim: lim}, nil
 }
 
 // Bind gives the sink the broker it opens sub-runs through. It may be
@@ -233,6 +248,9 @@ func (s *Sink) Describe(ctx context.Context, run *broker.Run, req *broker.Effect
 		if run.Depth >= broker.MaxDelegationDepth {
 			return nil, fmt.Errorf("%w: this run is %d delegations deep, the limit; do the work here", broker.ErrBadRequest, run.Depth)
 		}
+	}
+	if err := s.lim.CheckSize(contentName(st.action), len(st.content)); err != nil {
+		return nil, err
 	}
 	origin := req.Origin
 	if origin == "" {
@@ -427,7 +445,7 @@ func (s *Sink) deliver(ctx context.Context, agent string, m *broker.PeerMessage,
 	}
 	ack, err := s.js.Publish(ctx, subject.Peer(agent, m.Run), b, jetstream.WithExpectStream(subject.PeerStream))
 	if err != nil {
-		return 0, fmt.Errorf("deliver to %s: %w", agent, err)
+		return 0, fmt.Errorf("deliver to %s: %w", agent, broker.StreamFull(err))
 	}
 	return ack.Sequence, nil
 }

@@ -113,6 +113,10 @@ func (m memRecords) WrittenAt(context.Context, string, string, string) (time.Tim
 	return time.Time{}, nil
 }
 
+func (m memRecords) SpentThrough(context.Context, string, string, string) (time.Time, error) {
+	return time.Time{}, nil
+}
+
 // BenchmarkGroundingCheck is the cost of checking the honest payment
 // against the two-record bind chain (invoice, then its supplier), records
 // in memory: what grounding adds to Describe besides the store lookups.

@@ -273,8 +273,62 @@ func (p *Provider) resolvePath(raw string) (rel, tmpl string, err error) {
 	if err != nil {
 		return "", "", err
 	}
-	var folded []string // lazily, only when a template has literals to compare
-	fold := func(i int) string {
+	best, foldOnly := p.fit(segs, nil)
+	if best == nil && foldOnly != "" {
+		return "", "", ambiguous("the path differs from the operation %s only in case, and provider %s says its paths are case-sensitive", foldOnly, p.Name)
+	}
+	if best == nil {
+		if op := p.fitsCut(segs); op != "" {
+			return "", "", ambiguous("the path is the operation %s's with a suffix (a format such as .json, a trailing dot, a decoded ? # : or +), white space, or a segment of only white space or dots, which servers that take format suffixes or trim segments route to that operation", op)
+		}
+	}
+	var b strings.Builder
+	b.Grow(len(raw) + 1)
+	for i, s := range segs {
+		b.WriteByte('/')
+		if best != nil && !best.segs[i].param {
+			b.WriteString(best.segs[i].lit)
+		} else {
+			b.WriteString(s.enc)
+		}
+	}
+	switch {
+	case best != nil:
+		trailing, tmpl = best.trailing, best.text
+	}
+	if trailing || len(segs) == 0 {
+		b.WriteByte('/')
+	}
+	return b.String(), tmpl, nil
+}
+
+// pathAs is full, a whole path as sent through another provider of p's
+// server, as p would send it: the part under p's base path (compared
+// ignoring case unless p's paths are case-sensitive) resolved against
+// p's templates (resolvePath). "" when full is not under p's base path or
+// p reads it as no one path.
+func (p *Provider) pathAs(full string) string {
+	n := len(p.basePath)
+	if len(full) < n || full[:n] != p.basePath && (p.PathCase == PathCaseSensitive || !strings.EqualFold(full[:n], p.basePath)) ||
+		len(full) > n && full[n] != '/' {
+		return ""
+	}
+	rest := full[n:]
+	if rest == "" {
+		rest = "/"
+	}
+	rel, _, err := p.resolvePath(rest)
+	if err != nil {
+		return ""
+	}
+	return p.basePath + rel
+}
+
+// fit returns the most specific template segs fit, and (on a
+// case-sensitive provider) a template they fit only ignoring case.
+// folded, when given, holds strictjson.FoldKey of each segment.
+func (p *Provider) fit(segs []pathSeg, folded []string) (best *opTemplate, foldOnly string) {
+	fold := func(i int) string { // lazily, only when a template has literals to compare
 		if folded == nil {
 			folded = make([]string, len(segs))
 			for j, s := range segs {
@@ -283,11 +337,9 @@ func (p *Provider) resolvePath(raw string) (rel, tmpl string, err error) {
 		}
 		return folded[i]
 	}
-	var best *opTemplate
-	foldOnly := ""
 	idx := p.templates[len(segs)]
 	if idx == nil {
-		idx = &tmplIndex{}
+		return nil, ""
 	}
 	cands := idx.rest
 	if len(segs) > 0 && len(idx.byFirst) > 0 {
@@ -321,27 +373,62 @@ func (p *Provider) resolvePath(raw string) (rel, tmpl string, err error) {
 			best = t
 		}
 	}
-	if best == nil && foldOnly != "" {
-		return "", "", ambiguous("the path differs from the operation %s only in case, and provider %s says its paths are case-sensitive", foldOnly, p.Name)
+	return best, foldOnly
+}
+
+// Servers route a path on less than what was sent: a format suffix
+// (Rails, Spring's suffix patterns) or an NTFS stream name (":") is cut
+// off a segment, trailing dots and white space are trimmed (IIS, and
+// .NET's Trim takes every Unicode space), a segment trimming leaves
+// nothing of is dropped, code that decodes a path as a form reads "+" as
+// a space, and a proxy that decodes before it forwards ends the path at a
+// decoded "?" or "#". lenientReadings makes those readings of a decoded
+// path, every segment read alike, as one server would.
+func lenientReadings(segs []pathSeg) [][]pathSeg {
+	dotOrSpace := func(r rune) bool { return r == '.' || unicode.IsSpace(r) }
+	cutAt := func(r rune) bool { return r == '.' || r == ':' || r == '+' || unicode.IsSpace(r) }
+	read := func(segs []pathSeg, cut bool) []pathSeg {
+		out := make([]pathSeg, 0, len(segs))
+		for _, s := range segs {
+			d := strings.TrimRightFunc(strings.TrimFunc(s.dec, unicode.IsSpace), dotOrSpace)
+			if cut {
+				if j := strings.IndexFunc(d, cutAt); j > 0 {
+					d = d[:j]
+				}
+			}
+			if d == "" {
+				continue // trimmed away: an empty segment, which servers merge
+			}
+			out = append(out, pathSeg{dec: d, enc: escapeSegment(d)})
+		}
+		return out
 	}
-	var b strings.Builder
-	b.Grow(len(raw) + 1)
+	var out [][]pathSeg
 	for i, s := range segs {
-		b.WriteByte('/')
-		if best != nil && !best.segs[i].param {
-			b.WriteString(best.segs[i].lit)
-		} else {
-			b.WriteString(s.enc)
+		if j := strings.IndexAny(s.dec, "?#"); j >= 0 {
+			q := append(append([]pathSeg(nil), segs[:i]...), pathSeg{dec: s.dec[:j], enc: escapeSegment(s.dec[:j])})
+			out = append(out, read(q, false), read(q, true))
+			break
 		}
 	}
-	switch {
-	case best != nil:
-		trailing, tmpl = best.trailing, best.text
+	return append(out, read(segs, false), read(segs, true))
+}
+
+// fitsCut returns the template a path that fits none fits in a reading of
+// lenientReadings, "" when it fits none there either: "/payments.json",
+// "/payments%20", "/%20/payments" or "/payments%3F/x" for the template
+// /payments.
+func (p *Provider) fitsCut(segs []pathSeg) string {
+	for _, r := range lenientReadings(segs) {
+		best, foldOnly := p.fit(r, nil)
+		if best != nil {
+			return best.text
+		}
+		if foldOnly != "" {
+			return foldOnly
+		}
 	}
-	if trailing || len(segs) == 0 {
-		b.WriteByte('/')
-	}
-	return b.String(), tmpl, nil
+	return ""
 }
 
 // moreSpecific reports whether a has a literal where b has a placeholder

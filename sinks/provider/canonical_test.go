@@ -90,6 +90,25 @@ func TestCanonicalPath(t *testing.T) {
 		{provider: "erp", path: "/cafe\u0301", ambiguous: "compatibility"},     // decomposed accent
 		{provider: "erp", path: "/pay\u200bments", ambiguous: "format"},
 		{provider: "erp", path: "/pay\u00adments", ambiguous: "format"},
+		{provider: "erp", path: "/payments.json", ambiguous: "suffix"}, // Rails formats, Spring suffix patterns
+		{provider: "erp", path: "/Payments.JSON/", ambiguous: "suffix"},
+		{provider: "erp", path: "/payments.", ambiguous: "suffix"},    // IIS trims trailing dots
+		{provider: "erp", path: "/payments%20", ambiguous: "suffix"},  // and spaces
+		{provider: "erp", path: "/payments%3Fx", ambiguous: "suffix"}, // a proxy that decodes ? before it forwards
+		{provider: "erp", path: "/payments%23", ambiguous: "suffix"},
+		{provider: "erp", path: "/payments::$DATA", ambiguous: "suffix"}, // an NTFS stream
+		{provider: "erp", path: "/payments+", ambiguous: "suffix"},
+		{provider: "erp", path: "/%20payments", ambiguous: "white space"},
+		{provider: "erp", path: "/payments\u2028", ambiguous: "suffix"},
+		{provider: "erp", path: "/%20/payments", ambiguous: "only white space"},
+		{provider: "erp", path: "/.../payments", ambiguous: "only white space or dots"},
+		{provider: "erp", path: "/payments%3F/x/y", ambiguous: "suffix"},
+		{provider: "erp", path: "/payments%23x/y", ambiguous: "suffix"},
+		{provider: "erp", path: "/invoices.xml/INV-7", ambiguous: "suffix"},
+		{provider: "strict", path: "/Payments.json", ambiguous: "suffix"},
+		{provider: "erp", path: "/invoices/INV-7.json", want: "/api/invoices/INV-7.json", tmpl: "/invoices/{id}"},
+		{provider: "erp", path: "/reports/q1.csv", want: "/api/reports/q1.csv"},
+		{provider: "erp", path: "/.well-known", want: "/api/.well-known"},
 		{provider: "erp", path: "", bad: true},
 		{provider: "erp", path: "/payments?x=1", bad: true},
 		{provider: "erp", path: "/payments#x", bad: true},
@@ -169,8 +188,50 @@ func TestCatalogueTemplates(t *testing.T) {
 			t.Errorf("base_url %s accepted", bad)
 		}
 	}
-	doc := "providers:\n  - {name: erp, base_url: https://erp.example.com, auth: {type: none}, headers_allowed: [X-HTTP-Method-Override]}\n"
-	if _, err := ParseCatalogue("c.yaml", []byte(doc)); err == nil || !strings.Contains(err.Error(), "may not come from an agent") {
-		t.Errorf("a method override header allowed: %v", err)
+	for _, h := range []string{"X-HTTP-Method-Override", "X_HTTP_METHOD_OVERRIDE", "x-http-method", "X-Method-Override", "X-Original-URL", "X_Rewrite_Url",
+		"Content-Encoding", "content-type", "Content-Range", "Content_Length", "X-Forwarded-Host", "X-Forwarded-Uri", "X-Real-IP", "Destination",
+		"Idempotency_Key", "X_Api_Key"} {
+		doc := "providers:\n  - {name: erp, base_url: https://erp.example.com, auth: {type: header, header: X-Api-Key}, idempotency_header: Idempotency-Key, headers_allowed: [Accept, " + h + "]}\n"
+		if _, err := ParseCatalogue("c.yaml", []byte(doc)); err == nil || !strings.Contains(err.Error(), "may not come from an agent") {
+			t.Errorf("headers_allowed %s: %v", h, err)
+		}
+	}
+	if _, err := ParseCatalogue("c.yaml", []byte("providers:\n  - {name: erp, base_url: https://erp.example.com, auth: {type: none}, headers_allowed: [Accept, X-Request-Id, If-Match, Prefer]}\n")); err != nil {
+		t.Errorf("ordinary headers: %v", err)
+	}
+}
+
+// TestPathAs: a whole path sent through another provider of the server,
+// as a provider would send it: under its base path (ignoring case unless
+// its paths are case-sensitive), in its templates' spelling.
+func TestPathAs(t *testing.T) {
+	c, err := ParseCatalogue("c.yaml", []byte(`providers:
+  - {name: ci, base_url: "https://erp.example.com/api", auth: {type: none}}
+  - {name: cs, base_url: "https://erp.example.com/api", auth: {type: none}, path_case: sensitive}
+  - {name: root, base_url: "https://erp.example.com", auth: {type: none}}
+integrations:
+  - {name: ci.w, provider: ci, effect: write, origin: shipped, operations: [{method: POST, template: /payments}, {method: PUT, template: "/suppliers/{id}"}]}
+  - {name: cs.w, provider: cs, effect: write, origin: shipped, operations: [{method: POST, template: /payments}]}
+  - {name: root.w, provider: root, effect: write, origin: shipped, operations: [{method: POST, template: /api/payments}]}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ prov, full, want string }{
+		{"ci", "/api/Payments", "/api/payments"},
+		{"ci", "/API/PAYMENTS", "/api/payments"},
+		{"ci", "/api/Suppliers/S-1", "/api/suppliers/S-1"},
+		{"ci", "/api", "/api/"},
+		{"ci", "/apix/payments", ""},
+		{"ci", "/other/payments", ""},
+		{"cs", "/api/Payments", ""},
+		{"cs", "/API/payments", ""},
+		{"cs", "/api/payments", "/api/payments"},
+		{"root", "/API/Payments", "/api/payments"},
+	} {
+		p, _ := c.Provider(tc.prov)
+		if got := p.pathAs(tc.full); got != tc.want {
+			t.Errorf("%s.pathAs(%s) = %q, want %q", tc.prov, tc.full, got, tc.want)
+		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/netip"
 	"net/textproto"
 	"net/url"
 	"os"
@@ -92,6 +93,7 @@ type Provider struct {
 	host     string // lower case, an IDN as its A-label, no port
 	port     int
 	basePath string // as sent, "" for the root
+	server   string // serverHost of host, for SameServer
 	allowed  map[string]bool
 	respHdrs []string
 	// templates are the templates every integration of the provider
@@ -203,15 +205,36 @@ func noAliases(n *yaml.Node) error {
 // headers an agent may never set, whatever headers_allowed says: they
 // carry credentials, decide where the request goes or how it is framed,
 // are set by Gatehouse itself, or make servers and proxies act on another
-// method or path than the one decided (method overrides, rewritten URLs).
+// method, path, host or client than the one decided (method overrides,
+// rewritten URLs, forwarded addresses). Every Content-* header is
+// reserved too (reservedHeader): Content-Encoding makes servers inflate a
+// body other than the one decided on, Content-Range makes a PUT partial,
+// and the content type is the content_type param's.
 var reservedHeaders = map[string]bool{
 	"Authorization": true, "Proxy-Authorization": true, "Cookie": true, "Host": true,
-	"Content-Length": true, "Content-Type": true, "Transfer-Encoding": true, "Connection": true,
+	"Transfer-Encoding": true, "Connection": true,
 	"Keep-Alive": true, "Te": true, "Trailer": true, "Upgrade": true, "Proxy-Connection": true,
 	"Expect": true, "Forwarded": true, "X-Forwarded-For": true, "X-Forwarded-Host": true,
 	"X-Forwarded-Proto": true, "X-Forwarded-Port": true, "X-Forwarded-Prefix": true, "X-Forwarded-Path": true,
-	"X-Http-Method-Override": true, "X-Http-Method": true, "X-Method-Override": true,
-	"X-Original-Url": true, "X-Rewrite-Url": true, "X-Original-Uri": true, "X-Envoy-Original-Path": true,
+	"X-Forwarded-Uri": true, "X-Forwarded-Url": true, "X-Forwarded-Method": true, "X-Forwarded-Server": true,
+	"X-Forwarded-Scheme": true, "X-Forwarded-Ssl": true, "X-Url-Scheme": true, "X-Scheme": true, "Front-End-Https": true,
+	"X-Host": true, "X-Original-Host": true, "X-Real-Ip": true, "X-Client-Ip": true, "True-Client-Ip": true, "X-Cluster-Client-Ip": true,
+	"X-Http-Method-Override": true, "X-Http-Method": true, "X-Method-Override": true, "X-Method": true, "X-Original-Method": true,
+	"X-Original-Url": true, "X-Rewrite-Url": true, "X-Original-Uri": true, "X-Original-Path": true, "X-Envoy-Original-Path": true,
+	"Destination": true, // WebDAV MOVE and COPY: another path
+}
+
+// headerIdentity is the name servers file a header under: CGI, Rack and
+// PHP read "X_HTTP_METHOD_OVERRIDE" and "X-Http-Method-Override" as one
+// (HTTP_X_HTTP_METHOD_OVERRIDE), so "_" counts as "-".
+func headerIdentity(h string) string {
+	return textproto.CanonicalMIMEHeaderKey(strings.ReplaceAll(h, "_", "-"))
+}
+
+// reservedHeader reports whether a header (as headerIdentity gives it) may
+// never come from an agent.
+func reservedHeader(k string) bool {
+	return reservedHeaders[k] || strings.HasPrefix(k, "Content-")
 }
 
 // Validate checks the catalogue and indexes it. It is called by
@@ -293,6 +316,45 @@ func (c *Catalogue) name() string {
 func (c *Catalogue) Provider(name string) (*Provider, bool) {
 	p, ok := c.providers[name]
 	return p, ok
+}
+
+// SameServer returns the names of the providers whose base URL may reach
+// p's server (p's own included), in catalogue order: one server, whatever
+// base path or credential each uses, so a change sent through one can
+// show in the records read through another, and a rule about one's
+// operations holds for the other's. It errs towards one server: hosts
+// are compared without a final dot and with IP literals in one form, every
+// loopback name or address is one host, and ports 80 and 443 are one
+// port (a site answering both schemes).
+func (c *Catalogue) SameServer(p *Provider) []string {
+	var out []string
+	for i := range c.Providers {
+		q := &c.Providers[i]
+		if q.server == p.server && (q.port == p.port || webPort(q.port) && webPort(p.port)) {
+			out = append(out, q.Name)
+		}
+	}
+	return out
+}
+
+func webPort(port int) bool { return port == 80 || port == 443 }
+
+// serverHost is host as SameServer compares it: without a final dot, an
+// IP literal in its canonical form (an IPv4-mapped IPv6 as IPv4), and
+// "loopback" for localhost, its subdomains and every loopback address.
+func serverHost(host string) string {
+	host = strings.TrimSuffix(host, ".")
+	if a, err := netip.ParseAddr(strings.Trim(host, "[]")); err == nil {
+		a = a.Unmap()
+		if a.IsLoopback() {
+			return "loopback"
+		}
+		return a.String()
+	}
+	if host == "localhost" || strings.HasSuffix(host, ".localhost") {
+		return "loopback"
+	}
+	return host
 }
 
 // Integration returns the integration named name.
@@ -381,6 +443,7 @@ func (p *Provider) compile() error {
 		}
 	}
 	p.host, p.port = host, defaultPort(p.scheme)
+	p.server = serverHost(host)
 	if ps := u.Port(); ps != "" {
 		if p.port, err = strconv.Atoi(ps); err != nil || p.port < 1 || p.port > 65535 {
 			return fmt.Errorf("base_url %q: the port is not 1 to 65535", p.BaseURL)
@@ -437,8 +500,8 @@ func (p *Provider) compile() error {
 			return fmt.Errorf("headers_allowed: %q is not a header name", h)
 		}
 		k := textproto.CanonicalMIMEHeaderKey(h)
-		if reservedHeaders[k] || k == p.IdempotencyHeader || (p.Auth.Type == AuthHeader && k == textproto.CanonicalMIMEHeaderKey(p.Auth.Header)) {
-			return fmt.Errorf("headers_allowed: %s is set by Gatehouse and may not come from an agent", k)
+		if n := headerIdentity(h); reservedHeader(n) || n == headerIdentity(p.IdempotencyHeader) || (p.Auth.Type == AuthHeader && n == headerIdentity(p.Auth.Header)) {
+			return fmt.Errorf("headers_allowed: %s is set by Gatehouse or changes what the provider does with the request, and may not come from an agent", k)
 		}
 		p.allowed[k] = true
 	}

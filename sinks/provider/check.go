@@ -99,19 +99,26 @@ func (p PolicyProblem) String() string {
 //     A mutating call must be a declared operation of its integration, so
 //     an approvals rule that fits none gates nothing such a call reaches;
 //     paths are matched as sent (the base_url's path included), and the
-//     fix says what to write when a path was written relative to it.
+//     fix says what to write when a path was written relative to it;
+//   - a rule that restricts calls and names providers must name every
+//     provider of their server that declares an operation it would reach
+//     (checkSameServer): the server answers whichever entry sends.
 //
 // Deny rules (rules:, effects:) may name undeclared paths on purpose, so
-// only their names are checked.
+// only their names are checked, and that an effects target about provider
+// calls can match one at all (checkDenyPaths).
 func (c *Catalogue) CheckPolicy(pol *policy.Policy) []PolicyProblem {
 	var out []PolicyProblem
 	for _, m := range pol.Matches() {
-		if !m.SendsToProvider || !m.MayReachProviderCall {
-			continue
-		}
 		prob := func(part, format string, args ...any) *PolicyProblem {
 			out = append(out, PolicyProblem{Section: m.Section, Index: m.Index, Rule: m.Name, Part: part, Problem: fmt.Sprintf(format, args...)})
 			return &out[len(out)-1]
+		}
+		if m.Section == "effects" {
+			c.checkDenyPaths(m, prob)
+		}
+		if !m.SendsToProvider || !m.MayReachProviderCall {
+			continue
 		}
 		named := true
 		for _, p := range m.Provider {
@@ -137,6 +144,9 @@ func (c *Catalogue) CheckPolicy(pol *policy.Policy) []PolicyProblem {
 				named = false
 			}
 		}
+		if named {
+			c.checkSameServer(m, prob)
+		}
 		if !named || (m.Section != "approvals" && m.Section != "scopes.require") {
 			continue
 		}
@@ -147,6 +157,128 @@ func (c *Catalogue) CheckPolicy(pol *policy.Policy) []PolicyProblem {
 		p.Fix = c.policyFix(m)
 	}
 	return out
+}
+
+// checkSameServer reports, for a rule that restricts calls (approvals,
+// scopes.require, a rules: or effects: rule that does not allow) and names
+// its providers, each other provider of a named one's server whose
+// declared operations the rule would reach if it were named: the same
+// server answers the call whichever catalogue entry sends it, so a call
+// through the unnamed one skips the rule (a payment held for approval
+// through erp is not held through erp-plain). Rules that name atoms are
+// about those integrations and are left alone.
+func (c *Catalogue) checkSameServer(m policy.RuleMatch, prob func(part, format string, args ...any) *PolicyProblem) {
+	if m.Provider == nil || m.Atom != nil || (m.Section == "rules" || m.Section == "effects") && m.Decision == "allow" {
+		return
+	}
+	seen := map[string]bool{}
+	for _, name := range m.Provider {
+		p := c.providers[name]
+		for _, q := range c.SameServer(p) {
+			if contains(m.Provider, q) || seen[q] {
+				continue
+			}
+			seen[q] = true
+			alt := m
+			alt.Provider = []string{q}
+			var what string
+			if !c.anyOperation(alt, func(_ *Provider, _ *Integration, op policy.Operation) bool {
+				what = op.Method + " " + op.Template
+				return true
+			}) {
+				continue
+			}
+			a := (&Canonical{Scheme: p.scheme, Host: p.host, Port: p.port}).Authority()
+			fix := fmt.Sprintf("add %s to match.provider", q)
+			if qp := c.providers[q]; qp.host == p.host && qp.port == p.port {
+				fix += ", or match the server with host: " + a
+			}
+			prob("match.provider", "provider %s has the server of %s (%s) and declares %s, which this rule does not reach, so a call through %s skips it", q, name, a, what, q).Fix = fix
+		}
+	}
+}
+
+// checkDenyPaths reports the target globs of an effects rule about
+// provider calls that no provider call can match, written without the
+// call's host (a target is host and path) or its provider's base path
+// (every path sent starts with it). Such a rule looks like it denies
+// something and denies nothing.
+func (c *Catalogue) checkDenyPaths(m policy.RuleMatch, prob func(part, format string, args ...any) *PolicyProblem) {
+	if !m.MayReachProviderCall {
+		return
+	}
+	// A rule for every sink is about provider calls only through a target
+	// on a provider's host.
+	aboutProviders := m.SendsToProvider || contains(m.Sink, string(policy.SinkProvider))
+	var provs []*Provider
+	for i := range c.Providers {
+		if p := &c.Providers[i]; m.Provider == nil || contains(m.Provider, p.Name) {
+			provs = append(provs, p)
+		}
+	}
+	under := func(g string, host func(*Provider) bool) (bool, string) {
+		for _, p := range provs {
+			if host(p) && mayMatchUnder(g, p.basePath) {
+				return true, ""
+			}
+		}
+		for _, p := range provs {
+			if p.basePath != "" && host(p) {
+				return false, p.basePath + g
+			}
+		}
+		return false, ""
+	}
+	for _, g := range m.Target {
+		if strings.HasPrefix(g, "/") {
+			if aboutProviders {
+				prob("match.target", "target %s is a path, but a provider call's target is its host and path (such as %s), so the rule matches no provider call", g, c.exampleTarget(provs)).Fix = "write **" + g + " for any host, or the host and the path"
+			}
+			continue
+		}
+		i := strings.IndexByte(g, '/')
+		if i < 0 {
+			continue
+		}
+		hostGlob, pathGlob := g[:i], g[i:]
+		if !aboutProviders && !c.hasHost(hostGlob) {
+			continue // another sink's target
+		}
+		onHost := func(p *Provider) bool {
+			if strings.Contains(hostGlob, "**") {
+				return true
+			}
+			ok, _ := doublestar.Match(strings.ToLower(hostGlob), (&Canonical{Scheme: p.scheme, Host: p.host, Port: p.port}).Authority())
+			return ok
+		}
+		if ok, fix := under(pathGlob, onHost); !ok && fix != "" {
+			prob("match.target", "target %s can match no provider call: every path sent starts with its provider's base path", g).Fix = "targets are host and path as sent: write " + hostGlob + fix
+		}
+	}
+}
+
+func (c *Catalogue) exampleTarget(provs []*Provider) string {
+	if len(provs) == 0 {
+		return "erp.example.com/api/payments"
+	}
+	p := provs[0]
+	return (&Canonical{Scheme: p.scheme, Host: p.host, Port: p.port}).Authority() + p.basePath + "/..."
+}
+
+// mayMatchUnder reports whether a doublestar glob may match some path
+// under base (base itself included): its literal text up to the first
+// wildcard and base agree, ignoring case (rules match paths ignoring case
+// on providers that route them so).
+func mayMatchUnder(g, base string) bool {
+	if base == "" {
+		return true
+	}
+	lit := strings.ToLower(g)
+	if i := strings.IndexAny(lit, "*?[{\\"); i >= 0 {
+		lit = lit[:i]
+	}
+	b := strings.ToLower(base)
+	return strings.HasPrefix(lit, b+"/") || lit == b || strings.HasPrefix(b+"/", lit)
 }
 
 func contains(list []string, s string) bool {

@@ -61,7 +61,15 @@
 //     in the template's spelling: its literals, and a trailing "/" only if
 //     the template has one; placeholder values are kept as given. The most
 //     specific template wins (a literal before a placeholder, from the
-//     left). A path no template fits is sent as decoded and re-encoded.
+//     left). A path no template fits is sent as decoded and re-encoded,
+//     unless it would fit one with a segment cut at a ".", "?", "#", ":",
+//     "+" or white space, or with white space trimmed around it (all
+//     decoded): that is ambiguous-request, since Rails formats and
+//     Spring's suffix patterns route "/payments.json" to /payments, IIS
+//     trims trailing dots and spaces (.NET's Trim any Unicode space),
+//     proxies that decode before they forward turn "%3F" into a query,
+//     code that decodes a path as a form reads "+" as a space, and NTFS
+//     reads "payments::$DATA" as payments.
 //     On a path_case: sensitive provider a path that fits a template only
 //     ignoring case is ambiguous-request. The catalogue may not hold two
 //     templates one path could fit in two spellings. On a case-insensitive
@@ -80,7 +88,11 @@
 //     type with a charset other than utf-8 is ambiguous-request, as is a
 //     form body url.ParseQuery cannot read (a ";" separator). Keys equal
 //     after case folding and NFC ("iban" and "IBAN") are read as one
-//     field sent twice, by scope limits (Values) and by grounding.
+//     field sent twice, by scope limits (Values) and by grounding, and so
+//     are top-level names common servers read as one field or one inside
+//     the other (grounding/paramnames): a body field and a query name
+//     frameworks merge, "iban" and "iban[]", "payment" and
+//     "payment[iban]" or "payment.iban", " iban" (PHP drops the space).
 //
 // Examples, for base_url https://ERP.example.com:443/api and the
 // templates /payments and /invoices/{id} (path_case insensitive):
@@ -92,6 +104,8 @@
 //	GET  /INVOICES/INV-7/    -> GET  https://erp.example.com/api/invoices/INV-7
 //	GET  /invoices/a b       -> GET  https://erp.example.com/api/invoices/a%20b
 //	GET  /reports/Q1/        -> GET  https://erp.example.com/api/reports/Q1/  (no template: as given)
+//	POST /payments.json      -> ambiguous-request (a format suffix)
+//	POST /payments%20        -> ambiguous-request (a trailing space)
 //	POST /payments;x         -> ambiguous-request (a ';')
 //	POST /payments%2F        -> ambiguous-request (an encoded /)
 //	POST //payments          -> ambiguous-request (an empty segment)
@@ -100,9 +114,14 @@
 //	POST /payments/x         -> sent as /api/payments/x, a path no operation
 //	                            declares: outside-contract through erp.pay
 //
-// Headers that make servers or proxies act on another method or path
-// (X-HTTP-Method-Override, X-Original-URL, X-Forwarded-Prefix, ...) are
-// reserved like Authorization: a catalogue cannot allow them.
+// Headers that make servers or proxies act on another method, path, host
+// or client (X-HTTP-Method-Override, X-Original-URL, X-Forwarded-Prefix,
+// X-Forwarded-Uri, X-Real-IP, Destination, ...) are reserved like
+// Authorization, and so is every Content-* header (Content-Encoding
+// would have servers inflate a body other than the one decided on,
+// Content-Range makes a PUT partial; the type is content_type's): a
+// catalogue cannot allow them. Names are compared with "_" as "-", as
+// CGI, Rack and PHP file X_HTTP_METHOD_OVERRIDE under the same name.
 //
 // # What is decided
 //
@@ -140,8 +159,9 @@
 //   - Values, for scope limits, are the top-level numbers and strings of a
 //     JSON object body or of a form body, as written. A name sent twice
 //     (or twice up to case and Unicode form, or in the body and in the
-//     query, which frameworks merge) gets a value that is not a number, so
-//     a limit on it refuses.
+//     query, which frameworks merge, or in two spellings servers read as
+//     one, see paramnames) gets a value that is not a number, so a limit
+//     on it refuses.
 //
 // The policy then applies the origin table, the built-in refusals and the
 // deployment rules; this package does not repeat them.
@@ -174,7 +194,7 @@
 // The outcome records the status code (detail status_code, attempts) or
 // the error type (connect, reset, timeout, tls, canceled,
 // no-credential, credential-store, response-too-large, record-store,
-// ambiguous-request), and the size and "sha256:<hex>" digest of the
+// record-spent, ambiguous-request), and the size and "sha256:<hex>" digest of the
 // response body. Status is ok for 1xx to 3xx, failed for 4xx and 5xx
 // (error "http-status"). Query strings, bodies, headers and credentials
 // are never recorded; paths are, so they must not carry secrets.
@@ -182,9 +202,14 @@
 // # Grounding
 //
 // With Config.Grounding, Describe runs the rule that applies to the
-// canonical call and puts its result on the Effect and its citations on
-// the Proposal; see ground.go for the records kept, the workflow they
-// belong to, rereads and what selectors_from: [input] gets. Rules are
+// canonical call (a rule written for another provider of the same server,
+// Catalogue.SameServer, applies to the same method and whole path sent
+// through this one: two catalogue entries for one ERP are two spellings
+// of its operations) and puts its result on the Effect and its citations on
+// the Proposal; see ground.go for the records kept (only plain GETs
+// answered 200), the workflow they belong to, what a change the run sent
+// does to them, how a record that bounds an amount is spent by the call
+// it grounds, rereads and what selectors_from: [input] gets. Rules are
 // loaded with LoadGrounding, which checks them against the catalogue
 // (grounding.Rules.Resolve): serve, its reloads and gatehouse policy check
 // all load them that way.

@@ -70,14 +70,31 @@ func (r *recorder) Lookup(ctx context.Context, workflow, provider, path string) 
 
 func (r *recorder) WrittenAt(ctx context.Context, workflow, provider, path string) (time.Time, error) {
 	at, err := r.recs.WrittenAt(ctx, workflow, provider, path)
-	m := content.WriteMark{Provider: provider, Path: path, At: at.UTC()} // the zero time stays zero
-	if err != nil {
-		m.Error = err.Error()
+	m := markOf(provider, path, at, err)
+	if workflow != r.g.Workflow {
+		m.Workflow = workflow // the agent's scope
 	}
 	r.mu.Lock()
 	r.g.Writes = append(r.g.Writes, m)
 	r.mu.Unlock()
 	return at, err
+}
+
+func (r *recorder) SpentThrough(ctx context.Context, workflow, provider, path string) (time.Time, error) {
+	at, err := r.recs.SpentThrough(ctx, workflow, provider, path)
+	m := markOf(provider, path, at, err)
+	r.mu.Lock()
+	r.g.Spends = append(r.g.Spends, m)
+	r.mu.Unlock()
+	return at, err
+}
+
+func markOf(provider, path string, at time.Time, err error) content.WriteMark {
+	m := content.WriteMark{Provider: provider, Path: path, At: at.UTC()} // the zero time stays zero
+	if err != nil {
+		m.Error = err.Error()
+	}
+	return m
 }
 
 func (r *recorder) rereadFn(ctx context.Context, provider, path string) (grounding.Record, error) {
@@ -112,7 +129,7 @@ func readOf(provider, path string, recs []grounding.Record, err error) content.R
 func recordInput(rules *grounding.Rules, in *grounding.Input, run *broker.Run) *content.Grounding {
 	c := in.Call
 	return &content.Grounding{
-		RulesDigest: rules.Digest(), Workflow: in.Workflow, Now: in.Now.UTC(), Caller: slices.Clone(run.Input),
+		RulesDigest: rules.Digest(), Workflow: in.Workflow, Agent: in.Agent, Now: in.Now.UTC(), Caller: slices.Clone(run.Input),
 		Call: content.GroundingCall{Provider: c.Provider, Method: c.Method, Path: c.Path, Query: c.Query,
 			Body: slices.Clone(c.Body), ContentType: c.ContentType},
 	}

@@ -4,8 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"net/url"
+	"path"
 	"strings"
 	"testing"
+	"unicode"
+
+	"golang.org/x/text/unicode/norm"
+	"pgregory.net/rapid"
 
 	"github.com/gatehouse/gatehouse/broker"
 	"github.com/gatehouse/gatehouse/grounding/strictjson"
@@ -24,7 +30,7 @@ integrations:
 `
 
 // fuzzSink is a sink over fuzzCatalogue, without grounding or NATS.
-func fuzzSink(f *testing.F) (*Catalogue, *Sink) {
+func fuzzSink(f testing.TB) (*Catalogue, *Sink) {
 	cat, err := ParseCatalogue("fuzz.yaml", []byte(fuzzCatalogue))
 	if err != nil {
 		f.Fatal(err)
@@ -118,6 +124,7 @@ func FuzzCanonical(f *testing.F) {
 			return
 		}
 		checkCanonical(t, c)
+		checkNoServerReadsAnother(t, s.cat, c)
 		if c.body != nil && strictjson.Check(c.body) != nil {
 			t.Fatalf("body %q accepted", c.body)
 		}
@@ -126,6 +133,134 @@ func FuzzCanonical(f *testing.F) {
 		again, _, err := c.prov.resolvePath(rel)
 		if err != nil || c.prov.basePath+again != c.path {
 			t.Fatalf("%q: canonical %q resolves again to %q (%v)", path, c.path, again, err)
+		}
+	})
+}
+
+// serverReadings are the paths servers may route a request for sent (a
+// path as sent, escaped) on, each folded for case and compatibility
+// forms: decoded once or twice, ended at a decoded "?" or "#", "\" as
+// "/", ";" parameters dropped, segments cut at a format suffix, ":", "+"
+// or white space, white space and dots trimmed, dot and empty segments
+// resolved, a trailing slash dropped. A model of Rails, Spring, Tomcat,
+// IIS, ASP.NET, Express and decoding proxies, for the property that no
+// accepted spelling routes to an operation other than the one it was
+// decided as.
+func serverReadings(sent string) []string {
+	once, err := url.PathUnescape(sent)
+	if err != nil {
+		return nil
+	}
+	twice, err := url.PathUnescape(once)
+	if err != nil {
+		twice = once
+	}
+	var out []string
+	for _, p := range []string{once, twice, cutQuery(once), cutQuery(twice)} {
+		for _, cut := range []bool{false, true} {
+			p := strings.ReplaceAll(p, "\\", "/")
+			segs := strings.Split(p, "/")
+			for i, sg := range segs {
+				sg, _, _ = strings.Cut(sg, ";")
+				if cut {
+					if j := strings.IndexFunc(sg, func(r rune) bool { return strings.ContainsRune(".:+", r) || unicode.IsSpace(r) }); j > 0 {
+						sg = sg[:j]
+					}
+				}
+				if sg != "." && sg != ".." {
+					sg = strings.TrimRightFunc(sg, func(r rune) bool { return r == '.' || unicode.IsSpace(r) })
+					sg = strings.TrimLeftFunc(sg, unicode.IsSpace)
+				}
+				segs[i] = sg
+			}
+			r := path.Clean("/" + strings.Join(segs, "/"))
+			out = append(out, strictjson.FoldKey(norm.NFKC.String(r)))
+		}
+	}
+	return out
+}
+
+// cutQuery ends a decoded path at a "?" or "#", as a proxy that decodes
+// before it forwards makes the rest a query.
+func cutQuery(p string) string {
+	if i := strings.IndexAny(p, "?#"); i >= 0 {
+		return p[:i]
+	}
+	return p
+}
+
+// fitsFolded reports whether a folded reading fits a template (joined to
+// the base path): as many segments, literals equal folded, a placeholder
+// any non-empty segment.
+func fitsFolded(reading, tmpl string) bool {
+	rs := strings.Split(strings.TrimSuffix(reading, "/"), "/")
+	ts := strings.Split(strings.TrimSuffix(tmpl, "/"), "/")
+	if len(rs) != len(ts) {
+		return false
+	}
+	for i, t := range ts {
+		if strings.HasPrefix(t, "{") && strings.HasSuffix(t, "}") {
+			if rs[i] == "" {
+				return false
+			}
+			continue
+		}
+		if strictjson.FoldKey(t) != rs[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// checkNoServerReadsAnother checks that no server reading of an accepted
+// call's path routes to a catalogued operation other than the one the
+// call was resolved to (none, for a path that fits none).
+func checkNoServerReadsAnother(t *testing.T, cat *Catalogue, c *call) {
+	t.Helper()
+	var tmpls []string
+	for _, in := range cat.Integrations {
+		if in.Provider != c.prov.Name {
+			continue
+		}
+		for _, op := range in.Operations {
+			tmpls = append(tmpls, c.prov.basePath+op.Template)
+		}
+	}
+	for _, r := range serverReadings(c.path) {
+		for _, tm := range tmpls {
+			if fitsFolded(r, tm) && !fitsFolded(r, c.canon.Operation) {
+				t.Fatalf("%s is sent for operation %q, but a server may read it as %s, which is operation %s", c.path, c.canon.Operation, r, tm)
+			}
+		}
+	}
+}
+
+// TestNoServerReadsAnotherOperation is the property FuzzCanonical checks
+// too, over paths made of the pieces spelling attacks use: whatever path
+// the sink accepts, no server reading of what it sends routes to another
+// operation than the one decided on.
+func TestNoServerReadsAnotherOperation(t *testing.T) {
+	cat, s := fuzzSink(t)
+	pieces := []string{"payments", "Payments", "invoices", "INV-7", "/", "//", ".", "..", "json", "%2e", "%2E", "%20", "%09", ";", ";x", "x",
+		"\\", "%5c", "%2f", "%3F", "%23", "%3A", ":", "+", "%2B", "%u002e", "~", "%7e", "\u2028", "\u00a0", " ", "\u017f", "\u212a", "\u0130",
+		"\uff50", "\u200b", "%c0%ae", "%25", "%252e", "-", "_", "!", "$", "*", "'", "(", ")", "@", "="}
+	rapid.Check(t, func(rt *rapid.T) {
+		var b strings.Builder
+		b.WriteByte('/')
+		for range rapid.IntRange(1, 6).Draw(rt, "n") {
+			b.WriteString(rapid.SampledFrom(pieces).Draw(rt, "piece"))
+		}
+		method := rapid.SampledFrom([]string{"POST", "GET"}).Draw(rt, "method")
+		params, _ := json.Marshal(map[string]any{"provider": "erp", "method": method, "path": b.String(), "atom": "erp.model.pay"})
+		run := &broker.Run{ID: "r_01jf0000000000000000000000"}
+		p, err := s.Describe(context.Background(), run, &broker.EffectRequest{Run: run.ID, Action: ActionCall, Params: params})
+		if err != nil {
+			return
+		}
+		c := p.State.(*call)
+		if c.ambiguous == "" {
+			checkCanonical(t, c)
+			checkNoServerReadsAnother(t, cat, c)
 		}
 	})
 }
@@ -184,6 +319,34 @@ func FuzzParseCatalogue(f *testing.F) {
 			if (p.scheme != "http" && p.scheme != "https") || p.host == "" || p.port < 1 {
 				t.Fatalf("provider %q base %s://%s:%d", p.Name, p.scheme, p.host, p.port)
 			}
+		}
+	})
+}
+
+// FuzzPathAs: a whole path read by another provider of the server never
+// panics; what pathAs gives is under the provider's base path, read the
+// same way again (its own spelling), and, resolved as a call of the
+// provider, the path that provider would send.
+func FuzzPathAs(f *testing.F) {
+	for _, s := range []string{"/api/v1/Payments", "/API/V1/invoices/INV-7/", "/api/v1", "/api/v1x", "/api/v1/%2e%2e/x", "/api/v1/payments;x", "", "/"} {
+		f.Add(s)
+	}
+	cat, _ := fuzzSink(f)
+	p, _ := cat.Provider("erp")
+	f.Fuzz(func(t *testing.T, full string) {
+		got := p.pathAs(full)
+		if got == "" {
+			return
+		}
+		if !strings.HasPrefix(got, p.basePath+"/") {
+			t.Fatalf("pathAs(%q) = %q, not under %s", full, got, p.basePath)
+		}
+		if again := p.pathAs(got); again != got {
+			t.Fatalf("pathAs(%q) = %q, but pathAs(%q) = %q", full, got, got, again)
+		}
+		rel, _, err := p.resolvePath(got[len(p.basePath):])
+		if err != nil || p.basePath+rel != got {
+			t.Fatalf("pathAs(%q) = %q, which the provider sends as %q (%v)", full, got, p.basePath+rel, err)
 		}
 	})
 }

@@ -3,6 +3,7 @@ package provider_test
 import (
 	"encoding/json"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -77,24 +78,6 @@ func TestGroundingAttacks(t *testing.T) {
 		})
 	}
 
-	t.Run("read after the workflow wrote to the record", func(t *testing.T) {
-		run := s.open(t, "ada")
-		r := s.call(t, run, policy.OriginShipped, map[string]any{"provider": "erp", "method": "PATCH", "path": "/suppliers/S-1",
-			"atom": "erp.suppliers.update", "body": json.RawMessage(`{"iban":"` + attackerIBAN + `"}`)})
-		mustAllow(t, r)
-		defer s.erp.setSupplier("S-1", "iban", supplierIBAN)
-		s.readBoth(t, run)
-		before := s.erp.count("POST", "/payments")
-		r = s.call(t, run, policy.OriginShipped, pay(payment(attackerIBAN, "1200.00", "Acme Supplies")))
-		mustRefuse(t, r, policy.RefuseUngrounded)
-		if s.erp.count("POST", "/payments") != before {
-			t.Fatal("reached /payments")
-		}
-		if d := s.decision(t, run, r.Effect); !strings.Contains(d.Reasons[0].Detail, "wrote") {
-			t.Fatalf("refused for another reason: %s", d.Reasons[0].Detail)
-		}
-	})
-
 	t.Run("the honest payment", func(t *testing.T) {
 		run := s.open(t, "ada")
 		s.readBoth(t, run)
@@ -120,6 +103,26 @@ func TestGroundingAttacks(t *testing.T) {
 			}
 		}
 	})
+	// Last: the change marks the shared agent, whose later runs ground
+	// nothing on erp (TestGroundingAfterAnUngroundedChange).
+	t.Run("read after the workflow wrote to the record", func(t *testing.T) {
+		run := s.open(t, "ada")
+		r := s.call(t, run, policy.OriginShipped, map[string]any{"provider": "erp", "method": "PATCH", "path": "/suppliers/S-1",
+			"atom": "erp.suppliers.update", "body": json.RawMessage(`{"iban":"` + attackerIBAN + `"}`)})
+		mustAllow(t, r)
+		defer s.erp.setSupplier("S-1", "iban", supplierIBAN)
+		s.readBoth(t, run)
+		before := s.erp.count("POST", "/payments")
+		r = s.call(t, run, policy.OriginShipped, pay(payment(attackerIBAN, "1200.00", "Acme Supplies")))
+		mustRefuse(t, r, policy.RefuseUngrounded)
+		if s.erp.count("POST", "/payments") != before {
+			t.Fatal("reached /payments")
+		}
+		if d := s.decision(t, run, r.Effect); !strings.Contains(d.Reasons[0].Detail, "a change no grounding rule checked") {
+			t.Fatalf("refused for another reason: %s", d.Reasons[0].Detail)
+		}
+	})
+
 	s.env.Verify(t) // checks every citation
 	if journalHolds(t, s.env.JournalDir, supplierIBAN) || journalHolds(t, s.env.JournalDir, notesSecret) {
 		t.Fatal("the journal holds a record's content")
@@ -193,4 +196,188 @@ func TestGroundingReread(t *testing.T) {
 	s.erp.setSupplier("S-1", "iban", attackerIBAN)
 	defer s.erp.setSupplier("S-1", "iban", supplierIBAN)
 	mustRefuse(t, s.call(t, run, policy.OriginShipped, pay(honest)), policy.RefuseUngrounded)
+}
+
+// TestGroundingOnlyPlainReads: a read with a query, a body or a header of
+// the agent's is answered but never kept, since each can change what the
+// path answers (a filtered view, an old version, a pending change); only
+// the plain GET of the path grounds.
+func TestGroundingOnlyPlainReads(t *testing.T) {
+	s := start(t, policy.ModeStrict, opts{grounding: groundingYAML})
+	for name, read := range map[string]map[string]any{
+		"a header": {"provider": "erp", "method": "GET", "path": "/suppliers/S-1", "atom": "erp.read", "headers": map[string]string{"Accept": "application/vnd.erp.pending+json"}},
+		"a query":  {"provider": "erp", "method": "GET", "path": "/suppliers/S-1", "atom": "erp.read", "query": map[string][]string{"view": {"pending"}}},
+		"a body":   {"provider": "erp", "method": "GET", "path": "/suppliers/S-1", "atom": "erp.read", "body": map[string]any{"view": "pending"}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			run := s.open(t, "ada")
+			mustAllow(t, s.call(t, run, policy.OriginShipped, get("/invoices/INV-7")))
+			mustAllow(t, s.call(t, run, policy.OriginShipped, read))
+			r := s.call(t, run, policy.OriginShipped, pay(honest))
+			mustRefuse(t, r, policy.RefuseUngrounded)
+			if d := s.decision(t, run, r.Effect); !strings.Contains(d.Reasons[0].Detail, "no record of erp:/suppliers/{id} was read") {
+				t.Fatalf("refused for another reason: %s", d.Reasons[0].Detail)
+			}
+			s.readBoth(t, run) // the plain reads ground it
+			mustAllow(t, s.call(t, run, policy.OriginShipped, pay(honest)))
+		})
+	}
+}
+
+// TestGroundingSpendsTheBound: the invoice record that bounds a payment's
+// amount grounds one payment. A second payment of the same invoice, in
+// turn or at the same time, is refused (ungrounded, or record-spent when
+// both were decided before either was sent) and never reaches the ERP,
+// until the invoice is read again.
+func TestGroundingSpendsTheBound(t *testing.T) {
+	s := start(t, policy.ModeStrict, opts{grounding: groundingYAML})
+	run := s.open(t, "ada")
+	s.readBoth(t, run)
+	before := s.erp.payCount()
+	mustAllow(t, s.call(t, run, policy.OriginShipped, pay(honest)))
+	r := s.call(t, run, policy.OriginShipped, pay(payment(supplierIBAN, "0.01", "Acme Supplies")))
+	mustRefuse(t, r, policy.RefuseUngrounded)
+	if d := s.decision(t, run, r.Effect); !strings.Contains(d.Reasons[0].Detail, "binding invoice: the record of erp:/invoices/{id} already bounded an amount this workflow sent") {
+		t.Fatalf("refused for another reason: %s", d.Reasons[0].Detail)
+	}
+	if got := s.erp.payCount() - before; got != 1 {
+		t.Fatalf("%d payments reached the ERP, want 1", got)
+	}
+	// Read again (the ERP here does not lower the amount due), the invoice
+	// grounds one more payment; the supplier's record was not spent.
+	mustAllow(t, s.call(t, run, policy.OriginShipped, get("/invoices/INV-7")))
+	mustAllow(t, s.call(t, run, policy.OriginShipped, pay(honest)))
+
+	// Four payments at once on one read: one is paid.
+	run = s.open(t, "ada")
+	s.readBoth(t, run)
+	before = s.erp.payCount()
+	var wg sync.WaitGroup
+	replies := make([]*broker.EffectReply, 4)
+	for i := range replies {
+		wg.Add(1)
+		go func() { defer wg.Done(); replies[i] = s.call(t, run, policy.OriginShipped, pay(honest)) }()
+	}
+	wg.Wait()
+	if got := s.erp.payCount() - before; got != 1 {
+		t.Fatalf("%d of 4 concurrent payments reached the ERP, want 1", got)
+	}
+	paid := 0
+	for _, r := range replies {
+		switch {
+		case r.Decision != nil && r.Decision.Outcome == journal.OutcomeAllowed && r.Outcome != nil && r.Outcome.Status == "ok":
+			paid++
+		case r.Decision != nil && r.Decision.Outcome == journal.OutcomeAllowed && (r.Outcome == nil || r.Outcome.Error != "record-spent"):
+			t.Fatalf("an allowed payment that was not sent failed with %+v", r.Outcome)
+		}
+	}
+	if paid != 1 {
+		t.Fatalf("%d payments answered as paid", paid)
+	}
+	s.env.Verify(t)
+}
+
+// TestGroundingAfterAnUngroundedChange: a change no rule grounded, sent to
+// the provider at any path (here the supplier at another spelling of its
+// id, which the ERP may read as the same supplier) or through another
+// provider of its server, makes every record of the provider read after
+// it ungrounding, in the workflow and in the agent's later runs; another
+// agent's runs are not affected.
+func TestGroundingAfterAnUngroundedChange(t *testing.T) {
+	s := start(t, policy.ModeStrict, opts{grounding: groundingYAML, rules: "agents:\n  - name: payer\n  - name: editor\n"})
+	run := s.open(t, "ada")
+	mustAllow(t, s.call(t, run, policy.OriginShipped, get("/invoices/INV-7")))
+	r := s.call(t, run, policy.OriginShipped, map[string]any{"provider": "erp", "method": "PATCH", "path": "/suppliers/s-1",
+		"atom": "erp.suppliers.update", "body": json.RawMessage(`{"iban":"` + attackerIBAN + `"}`)})
+	if r.Decision == nil || r.Decision.Outcome != journal.OutcomeAllowed {
+		t.Fatalf("the change: %+v", r.Decision)
+	}
+	mustAllow(t, s.call(t, run, policy.OriginShipped, get("/suppliers/S-1")))
+	r = s.call(t, run, policy.OriginShipped, pay(honest))
+	mustRefuse(t, r, policy.RefuseUngrounded)
+	d := s.decision(t, run, r.Effect)
+	if !strings.Contains(d.Reasons[0].Detail, "binding supplier: the record of erp:/suppliers/{id} was read after this workflow or its agent sent erp a change no grounding rule checked") ||
+		strings.Contains(d.Reasons[0].Detail, "binding invoice:") {
+		t.Fatalf("refused for another reason: %s", d.Reasons[0].Detail)
+	}
+	// The same agent's next run: its change may show there too.
+	other := s.open(t, "ada")
+	s.readBoth(t, other)
+	r = s.call(t, other, policy.OriginShipped, pay(honest))
+	mustRefuse(t, r, policy.RefuseUngrounded)
+	if d := s.decision(t, other, r.Effect); !strings.Contains(d.Reasons[0].Detail, "binding invoice: the record of erp:/invoices/{id} was read after this workflow or its agent sent erp a change") {
+		t.Fatalf("refused for another reason: %s", d.Reasons[0].Detail)
+	}
+	// Another agent, whose runs the change was not made in, pays.
+	as := func(agent string) func(run string, p map[string]any) *broker.EffectReply {
+		c := s.env.NamedAgent(t, agent, "")
+		return func(run string, p map[string]any) *broker.EffectReply {
+			r, err := c.Effect(ctxT(t), policy.SinkProvider, request(run, "", p))
+			if r == nil {
+				t.Fatal(err)
+			}
+			return r
+		}
+	}
+	byPayer := as("payer")
+	prun := s.env.Open(t, broker.OpenWork{Tenant: "acme", Person: "ada", Agent: "payer"})
+	mustAllow(t, byPayer(prun, get("/invoices/INV-7")))
+	mustAllow(t, byPayer(prun, get("/suppliers/S-1")))
+	mustAllow(t, byPayer(prun, pay(honest)))
+
+	// A change through another provider of the same server (erp-plain has
+	// erp's base URL) counts for erp's records too.
+	byEditor := as("editor")
+	run = s.env.Open(t, broker.OpenWork{Tenant: "acme", Person: "ada", Agent: "editor"})
+	mustAllow(t, byEditor(run, get("/invoices/INV-7")))
+	if r := byEditor(run, map[string]any{"provider": "erp-plain", "method": "POST", "path": "/notes", "atom": "erp-plain.notes", "body": json.RawMessage(`{"text":"x"}`)}); r.Decision == nil || r.Decision.Outcome != journal.OutcomeAllowed {
+		t.Fatalf("the change: %+v", r.Decision)
+	}
+	mustAllow(t, byEditor(run, get("/suppliers/S-1")))
+	r = byEditor(run, pay(honest))
+	mustRefuse(t, r, policy.RefuseUngrounded)
+	if d := s.decision(t, run, r.Effect); !strings.Contains(d.Reasons[0].Detail, "binding supplier: the record of erp:/suppliers/{id} was read after this workflow or its agent sent erp a change") {
+		t.Fatalf("refused for another reason: %s", d.Reasons[0].Detail)
+	}
+}
+
+// TestGroundingThroughAnotherProviderOfTheServer: a payment sent through
+// another catalogue entry of the ERP's server (erp-plain, erp's base URL,
+// its own integration declaring POST /payments) is grounded by the rule
+// written for erp: the attacker's IBAN is refused and never sent, the
+// honest payment is grounded with its citations.
+func TestGroundingThroughAnotherProviderOfTheServer(t *testing.T) {
+	s := start(t, policy.ModeStrict, opts{grounding: groundingYAML})
+	run := s.open(t, "ada")
+	plain := func(body string) map[string]any {
+		return map[string]any{"provider": "erp-plain", "method": "POST", "path": "/payments", "atom": "erp-plain.pay", "body": json.RawMessage(body)}
+	}
+	r := s.call(t, run, policy.OriginShipped, plain(payment(attackerIBAN, "1200.00", "Acme Supplies")))
+	mustRefuse(t, r, policy.RefuseUngrounded)
+	s.readBoth(t, run)
+	r = s.call(t, run, policy.OriginShipped, plain(payment(attackerIBAN, "1200.00", "Acme Supplies")))
+	mustRefuse(t, r, policy.RefuseUngrounded)
+	if d := s.decision(t, run, r.Effect); d.Rule != "grounding:supplier-payment" || !strings.Contains(d.Reasons[0].Detail, "request.json.iban") {
+		t.Fatalf("refused for another reason: %+v", d)
+	}
+	if s.erp.count("POST", "/payments") != 0 {
+		t.Fatal("reached /payments")
+	}
+	// erp-cs reads paths case-sensitively and declares /Payments, which
+	// erp (ignoring case) reads as its /payments.
+	r = s.call(t, run, policy.OriginShipped, map[string]any{"provider": "erp-cs", "method": "POST", "path": "/Payments", "atom": "erp-cs.pay",
+		"body": json.RawMessage(payment(attackerIBAN, "1200.00", "Acme Supplies"))})
+	mustRefuse(t, r, policy.RefuseUngrounded)
+	if s.erp.count("POST", "/payments")+s.erp.count("POST", "/Payments") != 0 {
+		t.Fatal("reached /payments")
+	}
+	r = s.call(t, run, policy.OriginShipped, plain(honest))
+	mustAllow(t, r)
+	if d := s.decision(t, run, r.Effect); len(d.Citations) != 2 {
+		t.Fatalf("the honest payment: %+v", d)
+	}
+	if s.erp.count("POST", "/payments") != 1 {
+		t.Fatal("the honest payment was not sent")
+	}
+	s.env.Verify(t)
 }

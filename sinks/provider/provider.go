@@ -183,6 +183,11 @@ type call struct {
 	// Decide refuses it and Perform never sends it.
 	ambiguous string
 	ground    *content.Grounding // what the grounding check was given, when a rule applied
+	// grounded: a rule applied and found nothing wrong. spends are the
+	// records its amounts were bounded by, spent when the call is carried
+	// out.
+	grounded bool
+	spends   []grounding.Spend
 }
 
 // setAmbiguous keeps the first reason a request cannot be sent one way.
@@ -533,6 +538,11 @@ func (s *Sink) Perform(ctx context.Context, run *broker.Run, req *broker.EffectR
 		}
 		cred = &got
 	}
+	if c.grounded && len(c.spends) > 0 {
+		if err := s.spend(ctx, run, c); err != nil {
+			return nil, err
+		}
+	}
 	if isMutating(c.method) && s.rules.Load() != nil {
 		if err := s.markWritten(ctx, run, c); err != nil {
 			return nil, err
@@ -574,7 +584,7 @@ func (s *Sink) Perform(ctx context.Context, run *broker.Run, req *broker.EffectR
 			r.BodyBase64 = base64.StdEncoding.EncodeToString(resp.body)
 		}
 	}
-	if s.rules.Load() != nil && c.method == http.MethodGet && resp.status >= 200 && resp.status < 300 {
+	if s.rules.Load() != nil && c.method == http.MethodGet && resp.status == http.StatusOK {
 		if err := s.keep(ctx, run, prop, c, resp, dg); err != nil {
 			// The read happened and is answered; it only cannot ground.
 			s.log.Warn("provider response not kept for grounding", "run", run.ID, "effect", prop.ID, "provider", p.Name, "err", err)

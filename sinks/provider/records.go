@@ -28,9 +28,27 @@ type RecordStore interface {
 	// acknowledged it.
 	Keep(ctx context.Context, workflow string, r grounding.Record) error
 	// Wrote notes that workflow wrote to provider and path at at; only the
-	// first write is kept.
+	// first write's time is kept, and each later write keeps the mark
+	// from expiring (for DefaultRecordAge after the last). Path
+	// grounding.AnyPath marks the provider as a whole; workflow may be a
+	// grounding.AgentScope.
 	Wrote(ctx context.Context, workflow, provider, path string, at time.Time) error
+	// Spend marks the record of provider and path read at readAt as spent
+	// by a call workflow carries out (grounding.Spend): SpentThrough then
+	// returns readAt. It is atomic across brokers: when a record read at or
+	// after readAt was spent already (two calls relying on one record at
+	// once), it returns ErrSpent and marks nothing.
+	Spend(ctx context.Context, workflow, provider, path string, readAt time.Time) error
 }
+
+// ErrSpent is returned by Spend for a record another call spent first.
+var ErrSpent = errors.New("the record was spent by another call")
+
+// spendTries bounds the compare-and-set rounds of one Spend against
+// concurrent spends of the same path.
+const spendTries = 8
+
+func encodeTime(t time.Time) []byte { return []byte(t.UTC().Format(time.RFC3339Nano)) }
 
 // DefaultRecordAge is how long records and write marks are kept.
 const DefaultRecordAge = 24 * time.Hour
@@ -71,7 +89,8 @@ func hx(s string) string { return hex.EncodeToString([]byte(s)) }
 // KVRecords keeps records in a JetStream KV bucket: every read of a path
 // is a revision of "r.<workflow>.<provider>.<path>" (each part
 // hex-encoded; the bucket keeps 64 revisions per key), the first write
-// mark is "w.<workflow>.<provider>.<path>". Entries expire after MaxAge.
+// mark is "w.<workflow>.<provider>.<path>", the spend mark
+// "s.<workflow>.<provider>.<path>". Entries expire after DefaultRecordAge.
 type KVRecords struct {
 	kv   jetstream.KeyValue
 	name string
@@ -137,10 +156,23 @@ func (s *KVRecords) Lookup(ctx context.Context, workflow, provider, path string)
 	return out, nil
 }
 
-// Wrote implements RecordStore.
+// Wrote implements RecordStore: the first write creates the mark; a later
+// one puts its value again (a new revision, so the bucket's TTL counts
+// from it).
 func (s *KVRecords) Wrote(ctx context.Context, workflow, provider, path string, at time.Time) error {
-	_, err := s.kv.Create(ctx, recKey("w", workflow, provider, path), []byte(at.UTC().Format(time.RFC3339Nano)))
-	if err != nil && !errors.Is(err, jetstream.ErrKeyExists) {
+	key := recKey("w", workflow, provider, path)
+	_, err := s.kv.Create(ctx, key, encodeTime(at))
+	if errors.Is(err, jetstream.ErrKeyExists) {
+		var e jetstream.KeyValueEntry
+		if e, err = s.kv.Get(ctx, key); err == nil {
+			_, err = s.kv.Update(ctx, key, e.Value(), e.Revision())
+			var apiErr *jetstream.APIError
+			if errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence || apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant) {
+				err = nil // another write refreshed it at the same time
+			}
+		}
+	}
+	if err != nil {
 		return fmt.Errorf("%s: write mark: %w", s.name, err)
 	}
 	return nil
@@ -159,10 +191,55 @@ func (s *KVRecords) WrittenAt(ctx context.Context, workflow, provider, path stri
 	return time.Parse(time.RFC3339Nano, string(e.Value()))
 }
 
+// SpentThrough implements grounding.Records.
+func (s *KVRecords) SpentThrough(ctx context.Context, workflow, provider, path string) (time.Time, error) {
+	e, err := s.kv.Get(ctx, recKey("s", workflow, provider, path))
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return time.Time{}, nil
+	}
+	if err != nil {
+		return time.Time{}, fmt.Errorf("%s: spend mark: %w", s.name, err)
+	}
+	return time.Parse(time.RFC3339Nano, string(e.Value()))
+}
+
+// Spend implements RecordStore: a compare-and-set of
+// "s.<workflow>.<provider>.<path>" on the key's revision.
+func (s *KVRecords) Spend(ctx context.Context, workflow, provider, path string, readAt time.Time) error {
+	key := recKey("s", workflow, provider, path)
+	for range spendTries {
+		e, err := s.kv.Get(ctx, key)
+		switch {
+		case errors.Is(err, jetstream.ErrKeyNotFound):
+			_, err = s.kv.Create(ctx, key, encodeTime(readAt))
+			if errors.Is(err, jetstream.ErrKeyExists) {
+				continue
+			}
+		case err != nil:
+		default:
+			prev, perr := time.Parse(time.RFC3339Nano, string(e.Value()))
+			if perr == nil && !readAt.After(prev) {
+				return ErrSpent
+			}
+			_, err = s.kv.Update(ctx, key, encodeTime(readAt), e.Revision())
+			var apiErr *jetstream.APIError
+			if errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence || apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant) {
+				continue
+			}
+		}
+		if err != nil {
+			return fmt.Errorf("%s: spend mark: %w", s.name, err)
+		}
+		return nil
+	}
+	return fmt.Errorf("%s: spend mark: %w", s.name, ErrSpent)
+}
+
 // RedisRecords keeps records in Redis: a list per path under Prefix +
-// "r:<workflow>:<provider>:<path>" and the first write mark under Prefix +
-// "w:...", each part hex-encoded, expiring after DefaultRecordAge. Close
-// closes its connections.
+// "r:<workflow>:<provider>:<path>", the first write mark under Prefix +
+// "w:..." and the spend mark under Prefix + "s:...", each part
+// hex-encoded, expiring after DefaultRecordAge. Close closes its
+// connections.
 type RedisRecords struct {
 	rdb    *redis.Client
 	prefix string
@@ -238,14 +315,65 @@ func (s *RedisRecords) Lookup(ctx context.Context, workflow, provider, path stri
 	return out, nil
 }
 
-// Wrote implements RecordStore.
+// Wrote implements RecordStore: SET NX keeps the first write's time, and
+// EXPIRE keeps the mark for DefaultRecordAge after the last.
 func (s *RedisRecords) Wrote(ctx context.Context, workflow, provider, path string, at time.Time) error {
-	err := s.rdb.SetArgs(ctx, s.key("w", workflow, provider, path), at.UTC().Format(time.RFC3339Nano),
-		redis.SetArgs{Mode: "NX", TTL: DefaultRecordAge}).Err()
+	key := s.key("w", workflow, provider, path)
+	_, err := s.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		p.SetArgs(ctx, key, encodeTime(at), redis.SetArgs{Mode: "NX", TTL: DefaultRecordAge})
+		p.Expire(ctx, key, DefaultRecordAge)
+		return nil
+	})
 	if err != nil && !errors.Is(err, redis.Nil) {
 		return fmt.Errorf("%s: write mark: %w", s.name, err)
 	}
 	return nil
+}
+
+// SpentThrough implements grounding.Records.
+func (s *RedisRecords) SpentThrough(ctx context.Context, workflow, provider, path string) (time.Time, error) {
+	v, err := s.rdb.Get(ctx, s.key("s", workflow, provider, path)).Result()
+	if errors.Is(err, redis.Nil) {
+		return time.Time{}, nil
+	}
+	if err != nil {
+		return time.Time{}, fmt.Errorf("%s: spend mark: %w", s.name, err)
+	}
+	return time.Parse(time.RFC3339Nano, v)
+}
+
+// Spend implements RecordStore: a compare-and-set under WATCH.
+func (s *RedisRecords) Spend(ctx context.Context, workflow, provider, path string, readAt time.Time) error {
+	key := s.key("s", workflow, provider, path)
+	for range spendTries {
+		err := s.rdb.Watch(ctx, func(tx *redis.Tx) error {
+			v, err := tx.Get(ctx, key).Result()
+			switch {
+			case errors.Is(err, redis.Nil):
+			case err != nil:
+				return err
+			default:
+				if prev, perr := time.Parse(time.RFC3339Nano, v); perr == nil && !readAt.After(prev) {
+					return ErrSpent
+				}
+			}
+			_, err = tx.TxPipelined(ctx, func(p redis.Pipeliner) error {
+				p.Set(ctx, key, encodeTime(readAt), DefaultRecordAge)
+				return nil
+			})
+			return err
+		}, key)
+		switch {
+		case errors.Is(err, redis.TxFailedErr):
+			continue
+		case errors.Is(err, ErrSpent):
+			return ErrSpent
+		case err != nil:
+			return fmt.Errorf("%s: spend mark: %w", s.name, err)
+		}
+		return nil
+	}
+	return fmt.Errorf("%s: spend mark: %w", s.name, ErrSpent)
 }
 
 // WrittenAt implements grounding.Records.

@@ -1,9 +1,13 @@
 package provider_test
 
 import (
-	"github.com/gatehouse/gatehouse/broker"
+	"errors"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/gatehouse/gatehouse/broker"
 
 	"github.com/gatehouse/gatehouse/grounding"
 	"github.com/gatehouse/gatehouse/policy"
@@ -56,6 +60,54 @@ func TestRecordStores(t *testing.T) {
 			}
 			if at, err := st.WrittenAt(ctx, "wf1", "erp", "/suppliers/S-1"); err != nil || !at.Equal(t0) {
 				t.Fatalf("written at %v %v, want the first write", at, err)
+			}
+			if err := st.Wrote(ctx, "wf1", "erp", grounding.AnyPath, t0); err != nil {
+				t.Fatal(err)
+			}
+			if at, err := st.WrittenAt(ctx, "wf1", "erp", grounding.AnyPath); err != nil || !at.Equal(t0) {
+				t.Fatalf("written anywhere at %v %v", at, err)
+			}
+
+			// Spends: the newest record spent; one read at or before it
+			// cannot be spent again, one read after it can.
+			const inv = "/invoices/INV-7"
+			if at, err := st.SpentThrough(ctx, "wf1", "erp", inv); err != nil || !at.IsZero() {
+				t.Fatalf("spent through %v %v", at, err)
+			}
+			read := t0.Add(1500 * time.Nanosecond)
+			if err := st.Spend(ctx, "wf1", "erp", inv, read); err != nil {
+				t.Fatal(err)
+			}
+			for _, again := range []time.Time{read, t0} {
+				if err := st.Spend(ctx, "wf1", "erp", inv, again); !errors.Is(err, provider.ErrSpent) {
+					t.Fatalf("spent again at %v: %v", again, err)
+				}
+			}
+			if at, err := st.SpentThrough(ctx, "wf1", "erp", inv); err != nil || !at.Equal(read) {
+				t.Fatalf("spent through %v %v, want %v", at, err, read)
+			}
+			if err := st.Spend(ctx, "wf2", "erp", inv, t0); err != nil {
+				t.Fatalf("another workflow: %v", err)
+			}
+			// Many calls relying on one record at once: exactly one spends it.
+			later := read.Add(time.Second)
+			var wg sync.WaitGroup
+			var won atomic.Int32
+			for range 8 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					switch err := st.Spend(ctx, "wf1", "erp", inv, later); {
+					case err == nil:
+						won.Add(1)
+					case !errors.Is(err, provider.ErrSpent):
+						t.Error(err)
+					}
+				}()
+			}
+			wg.Wait()
+			if won.Load() != 1 {
+				t.Fatalf("%d concurrent spends of one record succeeded, want 1", won.Load())
 			}
 		})
 	}

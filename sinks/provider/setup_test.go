@@ -37,6 +37,10 @@ func catalogue(base string) string {
     base_url: ` + base + `
     auth: {type: bearer}
     headers_allowed: [X-Request-Id]
+  - name: erp-cs
+    base_url: ` + base + `
+    auth: {type: bearer}
+    path_case: sensitive
 integrations:
   - name: erp.read
     provider: erp
@@ -47,6 +51,8 @@ integrations:
       - {method: GET, template: "/suppliers/{id}"}
   - {name: erp.pay, provider: erp, effect: write, origin: shipped, operations: [{method: POST, template: /payments}]}
   - {name: erp-plain.pay, provider: erp-plain, effect: write, origin: shipped, operations: [{method: POST, template: /payments}]}
+  - {name: erp-plain.notes, provider: erp-plain, effect: write, origin: shipped, operations: [{method: POST, template: /notes}]}
+  - {name: erp-cs.pay, provider: erp-cs, effect: write, origin: shipped, operations: [{method: POST, template: /Payments}]}
   - {name: erp.suppliers.update, provider: erp, effect: write, origin: shipped, operations: [{method: PATCH, template: "/suppliers/{id}"}]}
   - {name: erp.model.pay, provider: erp, effect: write, origin: model, operations: [{method: POST, template: /payments}]}
   - {name: erp.model.free, provider: erp, effect: write, origin: model}
@@ -57,6 +63,7 @@ const credentialsYAML = `credentials:
   - {tenant: acme, person: ada, provider: erp, token: ` + adaToken + `}
   - {tenant: acme, person: bob, provider: erp, token: ` + bobToken + `}
   - {tenant: acme, person: ada, provider: erp-plain, token: ` + adaToken + `}
+  - {tenant: acme, person: ada, provider: erp-cs, token: ` + adaToken + `}
 `
 
 const groundingYAML = `grounding:

@@ -6,32 +6,52 @@ import (
 	"mime"
 	"net/url"
 
+	"github.com/gatehouse/gatehouse/grounding/paramnames"
 	"github.com/gatehouse/gatehouse/grounding/strictjson"
 )
 
 // values returns the named scalar values of a body for scope limits: the
 // top-level strings and numbers of a JSON object, or the fields of a form,
-// as written. A name sent twice, or twice up to case folding and NFC
-// ("amount" and "Amount", which a provider matching fields without regard
-// to case reads as one), gets a value naming both, which is not a number,
-// so a limit on it refuses rather than check one copy while the provider
-// reads the other. Other bodies have no values.
-//
-// A top-level name also sent as a query name (up to case) is sent twice
-// too: frameworks that merge query and body parameters read one of them.
+// as written. A name sent twice, or that common servers read as the same
+// field as another name of the body or the query (paramnames.Clashes:
+// "amount" and "Amount", "amount" and "amount[]", " amount", a body field
+// and a query name frameworks merge), gets a value naming both, which is
+// not a number, so a limit on it refuses rather than check one copy while
+// the provider reads the other. Other bodies have no values.
 func values(body []byte, contentType string, query url.Values) map[string]string {
 	out := rawValues(body, contentType)
-	if len(out) > 0 && len(query) > 0 {
-		inQuery := make(map[string]bool, len(query))
-		for k := range query {
-			inQuery[strictjson.FoldKey(k)] = true
-		}
-		for k := range out {
-			if inQuery[strictjson.FoldKey(k)] {
-				out[k] = sentTwice
+	if len(out) == 0 {
+		return out
+	}
+	literal := isJSONType(contentType)
+	if literal && len(query) == 0 {
+		return foldTwice(out)
+	}
+	names := make([]paramnames.Name, 0, len(out)+len(query))
+	keys := make([]string, 0, len(out)+len(query))
+	for k := range out {
+		names, keys = append(names, paramnames.Name{Key: k, Literal: literal}), append(keys, k)
+	}
+	inBody := len(names)
+	for k := range query {
+		names, keys = append(names, paramnames.Name{Key: k}), append(keys, k)
+	}
+	for _, c := range paramnames.Clashes(names) {
+		for _, i := range []int{c.A, c.B} {
+			if i < inBody {
+				out[keys[i]] = sentTwice
 			}
 		}
 	}
+	if literal { // JSON keys are literal to Clashes; equal up to case they are one field too
+		return foldTwice(out)
+	}
+	return dropEmpty(out)
+}
+
+// foldTwice marks the names of out equal up to case folding and NFC as
+// sent twice, then drops those without a usable value.
+func foldTwice(out map[string]string) map[string]string {
 	if len(out) > 1 {
 		first := make(map[string]string, len(out))
 		for k := range out {
@@ -43,6 +63,10 @@ func values(body []byte, contentType string, query url.Values) map[string]string
 			first[f] = k
 		}
 	}
+	return dropEmpty(out)
+}
+
+func dropEmpty(out map[string]string) map[string]string {
 	for k, v := range out {
 		if v == "" {
 			delete(out, k) // seen, but no value a limit can use

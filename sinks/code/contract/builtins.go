@@ -219,6 +219,16 @@ func (st *state) getAttr(fr *frame, v value, name string) value {
 		return top{}
 	case top:
 		return top{}
+	case partial:
+		switch name {
+		case "func":
+			return x.f
+		case "args":
+			return tuple{items: x.args}
+		}
+		// keywords is a dict the program may change, and the partial calls with it.
+		st.problem(ReasonDynamicAttribute, "reads %s of a functools.partial, which the reader does not follow", name)
+		return top{}
 	case *fn:
 		switch {
 		case x.isProperty && (name == "setter" || name == "getter" || name == "deleter"):
@@ -463,6 +473,14 @@ func (st *state) callBuiltin(fr *frame, b builtin, a *args, site *Node) value {
 		}
 	case strings.HasPrefix(name, "str."):
 		return st.strMethod(fr, strings.TrimPrefix(name, "str."), b.self, a, site)
+	case name == "dict.fromkeys":
+		// dict.fromkeys and {}.fromkeys alike (a class method: self is
+		// not read).
+		o := st.alloc(site, objDict)
+		_, keys := st.iterItems(fr, a.arg(0, ""))
+		st.setKey(o, data{hint: "key"}, join(a.arg(1, ""), noneV))
+		st.grow(&o.keyElem, keys)
+		return ref{o}
 	case strings.HasPrefix(name, "list.") || strings.HasPrefix(name, "dict.") || strings.HasPrefix(name, "set."):
 		return st.containerMethod(fr, name, b.self, a, site)
 	case strings.HasPrefix(name, "tuple."):
@@ -513,12 +531,35 @@ func (st *state) callBuiltin(fr *frame, b builtin, a *args, site *Node) value {
 			return st.decorate(fr, b, a.pos[0], site)
 		}
 		return top{}
-	case "dict.fromkeys":
+	case "namedtuple._replace":
+		if r, ok := b.self.(ref); ok {
+			for _, k := range sortedKeys(a.kw) {
+				if !slices.Contains(r.o.cls.fields, k) {
+					return nil // ValueError: no such field
+				}
+				st.setInstanceAttr(fr, r.o, k, a.kw[k])
+			}
+			if a.dstar != nil || len(a.pos) > 0 || a.star != nil {
+				for _, f := range r.o.cls.fields {
+					st.setInstanceAttr(fr, r.o, f, join(a.dstar, top{}))
+				}
+			}
+		}
+		return b.self
+	case "namedtuple._asdict":
 		o := st.alloc(site, objDict)
-		_, keys := st.iterItems(fr, a.arg(0, ""))
-		st.setKey(o, data{hint: "key"}, join(a.arg(1, ""), noneV))
-		st.grow(&o.keyElem, keys)
+		if r, ok := b.self.(ref); ok {
+			for _, f := range r.o.cls.fields {
+				v := st.instanceAttr(r.o, f, b.self)
+				if v == nil {
+					v = top{}
+				}
+				st.setKey(o, lit(f), v)
+			}
+		}
 		return ref{o}
+	case "namedtuple.count", "namedtuple.index":
+		return data{hint: "index"}
 	}
 	if v, ok := st.callPythonBuiltin(fr, name, a, site); ok {
 		return v
@@ -528,9 +569,7 @@ func (st *state) callBuiltin(fr *frame, b builtin, a *args, site *Node) value {
 	}
 	switch category(name) {
 	case catPure:
-		for _, v := range a.all() {
-			st.touch(fr, v)
-		}
+		st.handPure(fr, name, a)
 		return data{hint: lastName(name)}
 	case catCalls, catClass, catException, catValue:
 		for _, v := range a.all() {
@@ -547,6 +586,49 @@ func (st *state) callBuiltin(fr *frame, b builtin, a *args, site *Node) value {
 	}
 	st.problem(ReasonUnknownHelper, "calls %s, which the reader does not model", name)
 	return top{}
+}
+
+// handPure hands the arguments of a plain data function to it. Python's
+// own builtins call no more than the special methods of what they are
+// given (bytes and bytearray iterate it: a generator runs), and logging's
+// functions format their positional arguments; anything else a standard
+// function is given it may keep, call or call a method of (a predicate,
+// quote_via, onerror, a stream's write, a mapping's items): handed away.
+func (st *state) handPure(fr *frame, name string, a *args) {
+	if _, isBuiltin := builtins[name]; isBuiltin || formatsOnly[name] {
+		for _, v := range a.pos {
+			st.touch(fr, v)
+		}
+		if a.star != nil {
+			st.touch(fr, a.star)
+		}
+		if isBuiltin {
+			for _, v := range a.kw {
+				st.touch(fr, v)
+			}
+			if a.dstar != nil {
+				st.touch(fr, a.dstar)
+			}
+			return
+		}
+		for _, k := range sortedKeys(a.kw) {
+			st.escape(fr, a.kw[k])
+		}
+		if a.dstar != nil {
+			st.escape(fr, a.dstar)
+		}
+		return
+	}
+	for _, v := range a.all() {
+		st.escape(fr, v)
+	}
+}
+
+// formatsOnly are the standard functions that do no more with their
+// positional arguments than format them (str, repr, %).
+var formatsOnly = map[string]bool{
+	"logging.debug": true, "logging.info": true, "logging.warning": true, "logging.warn": true, "logging.error": true,
+	"logging.critical": true, "logging.exception": true, "logging.log": true,
 }
 
 func lastName(name string) string {
@@ -566,7 +648,24 @@ func (st *state) callPythonBuiltin(fr *frame, name string, a *args, site *Node) 
 	}
 	switch name {
 	case "print":
-		touchAll()
+		for _, v := range a.pos {
+			st.touch(fr, v)
+		}
+		if a.star != nil {
+			st.touch(fr, a.star)
+		}
+		// print writes to file with its write method (and flush): the
+		// stream is handed away.
+		for _, k := range sortedKeys(a.kw) {
+			if k == "file" {
+				st.escape(fr, a.kw[k])
+			} else {
+				st.touch(fr, a.kw[k])
+			}
+		}
+		if a.dstar != nil {
+			st.escape(fr, a.dstar)
+		}
 		return noneV, true
 	case "len":
 		touchAll()
@@ -624,7 +723,17 @@ func (st *state) callPythonBuiltin(fr *frame, name string, a *args, site *Node) 
 		}
 		return boolV2(truthy(arg0())), true
 	case "hasattr":
+		// hasattr reads the attribute: a property runs.
 		touchAll()
+		attr, ok := a.arg(1, "").(strv)
+		text, known := attr.known()
+		if !ok || !known {
+			st.problem(ReasonDynamicAttribute, "hasattr with an attribute name computed at run time")
+			return data{hint: "bool"}, true
+		}
+		if v := arg0(); v != nil && !isDunder(text) {
+			st.getAttr(fr, v, text)
+		}
 		return data{hint: "bool"}, true
 	case "min", "max":
 		elem := a.arg(0, "")
@@ -905,8 +1014,14 @@ func isNone(v value) bool {
 func (st *state) dictFrom(fr *frame, o *object, v value) {
 	for _, x := range alts(v) {
 		if r, ok := x.(ref); ok && r.o.kind == objDict {
-			st.mergeDict(o, x)
+			st.mergeDict(fr, o, x)
 			continue
+		}
+		if r, ok := x.(ref); ok && r.o.kind == objInstance {
+			// dict(obj) and update(obj) call its keys() and __getitem__
+			// when it has keys, else iterate it.
+			st.escape(fr, x)
+			st.setKey(o, data{hint: "key"}, top{})
 		}
 		items, elem := st.iterItems(fr, x)
 		exact := items != nil

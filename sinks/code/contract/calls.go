@@ -72,13 +72,13 @@ func (st *state) evalArgs(fr *frame, n *Node) *args {
 			a.kwN[name] = k.Node("value")
 			continue
 		}
-		st.spreadKwargs(a, v)
+		st.spreadKwargs(fr, a, v)
 	}
 	return a
 }
 
 // spreadKwargs adds a **mapping to a call's keywords.
-func (st *state) spreadKwargs(a *args, v value) {
+func (st *state) spreadKwargs(fr *frame, a *args, v value) {
 	if r, ok := v.(ref); ok && r.o.kind == objDict && r.o.exact && r.o.other == nil {
 		for _, k := range r.o.order {
 			kv, ok := r.o.keyVals[k].(strv)
@@ -96,6 +96,9 @@ func (st *state) spreadKwargs(a *args, v value) {
 		if x.o.kind == objDict {
 			a.dstar = join(a.dstar, x.o.elem)
 			return
+		}
+		if x.o.kind == objInstance {
+			st.escape(fr, x) // f(**obj) calls its keys() and __getitem__
 		}
 	case data:
 		a.dstar = join(a.dstar, data{hint: x.hint})
@@ -686,7 +689,13 @@ func (st *state) escape(fr *frame, v value) {
 }
 
 func (st *state) escapeDepth(fr *frame, v value, depth int) {
-	if v == nil || depth > 6 {
+	if v == nil {
+		return
+	}
+	if depth > maxEscapeDepth {
+		// What lies deeper is handed away too, and the reader would not
+		// follow it: it cannot say what that code calls.
+		st.problem(ReasonTooComplex, "hands away values nested deeper than %d, which the reader does not follow", maxEscapeDepth)
 		return
 	}
 	switch x := v.(type) {
@@ -713,10 +722,20 @@ func (st *state) escapeDepth(fr *frame, v value, depth int) {
 		}
 		if x.o.kind == objInstance {
 			st.touch(fr, x)
+			// Whoever holds the instance now may call any of its methods
+			// (a file's write, a mapping's keys, a closing's close) or read
+			// any property: each is followed, as it is seen through the
+			// instance. Special methods are the touch's; other dunders
+			// cannot be read through run-time data without introspection.
+			st.late++
+			for _, name := range classNames(x.o.cls) {
+				st.escapeDepth(fr, st.classAttr(x.o.cls, name, x), depth+1)
+			}
+			st.late--
 		}
 	case module:
-		if x.name == "gatehouse" {
-			st.problem(ReasonUnknownCallee, "hands the gatehouse module to code the reader does not see")
+		if !moduleInert(x.name) {
+			st.problem(ReasonUnknownCallee, "hands the module %s to code the reader does not see, which may call what it holds", x.name)
 		}
 	case top:
 		st.problem(ReasonUnknownCallee, "hands a value the reader cannot follow to code it does not see, which may call it")
@@ -726,6 +745,15 @@ func (st *state) escapeDepth(fr *frame, v value, depth int) {
 			return
 		}
 		st.escaped[key] = true
+		if c, ok := x.(class); ok {
+			// The class's own attributes can be read through it, its static
+			// and class methods called.
+			st.late++
+			for _, name := range classNames(c.c) {
+				st.escapeDepth(fr, st.classAttr(c.c, name, nil), depth+1)
+			}
+			st.late--
+		}
 		st.late++
 		r := st.call(fr, x, topArgs(), nil)
 		st.late--
@@ -733,6 +761,39 @@ func (st *state) escapeDepth(fr *frame, v value, depth int) {
 	case gen:
 		st.escapeDepth(fr, st.consume(x), depth+1)
 	}
+}
+
+// maxEscapeDepth bounds how deeply nested a value handed away is followed.
+const maxEscapeDepth = 8
+
+// classNames lists the attributes, but special ones, that a class and its
+// bases define.
+func classNames(c *classInfo) []string {
+	return attrNames(c, func(name string, _ value) bool { return !isDunder(name) })
+}
+
+// attrNames lists, once each and in order (the class's own first, then
+// its bases'), the attributes of a class and its bases that keep says to.
+func attrNames(c *classInfo, keep func(name string, v value) bool) []string {
+	seen := map[string]bool{}
+	var out []string
+	var walk func(c *classInfo, depth int)
+	walk = func(c *classInfo, depth int) {
+		if c == nil || depth > 20 {
+			return
+		}
+		for _, name := range sortedKeys(c.attrs) {
+			if !seen[name] && keep(name, c.attrs[name]) {
+				seen[name] = true
+				out = append(out, name)
+			}
+		}
+		for _, b := range c.bases {
+			walk(b, depth+1)
+		}
+	}
+	walk(c, 0)
+	return out
 }
 
 type fnKey struct {

@@ -1,5 +1,7 @@
 package contract
 
+import "strings"
+
 // Classes. A class the program defines is followed like its functions:
 // its body runs when the class statement does, its methods are functions,
 // an instance is an object on the heap (one per place it is made and
@@ -73,7 +75,14 @@ func (st *state) defineClass(fr *frame, n *Node) value {
 		v := cf.vars[name]
 		if ci.enum {
 			if _, isFn := v.(*fn); !isFn {
-				v = data{hint: name} // an Enum member is an object with .name and .value
+				// An Enum member is an object with .name and .value; the
+				// value is read back as plain data, so it is handed away.
+				st.escape(cf, v)
+				v = data{hint: name}
+			} else if isSunder(name) {
+				// Enum itself calls _missing_, _generate_next_value_ and
+				// the like: when, the reader cannot tell.
+				st.escape(cf, v)
 			}
 		}
 		slot := ci.attrs[name]
@@ -93,10 +102,21 @@ func (st *state) defineClass(fr *frame, n *Node) value {
 	return v
 }
 
+// isSunder reports whether name is _like_this_ (Enum's own hooks).
+func isSunder(name string) bool {
+	return len(name) > 2 && name[0] == '_' && name[len(name)-1] == '_' && name[1] != '_' && name[len(name)-2] != '_'
+}
+
 // addBase records one base of ci.
 func (st *state) addBase(ci *classInfo, b value) {
 	switch x := b.(type) {
 	case class:
+		if x.c.namedTuple {
+			// Its fields, and what makes and reads them, are the base's.
+			// (Checked before the base is found known: problems are
+			// found again on every pass, bases are kept.)
+			st.problem(ReasonUnsupported, "the class %s derives from the NamedTuple %s, which the reader does not follow", ci.name, x.c.name)
+		}
 		for _, have := range ci.bases {
 			if have == x.c {
 				return
@@ -204,8 +224,10 @@ func (st *state) instantiate(fr *frame, c *classInfo, a *args, site *Node) value
 			return nil
 		}
 	} else {
+		// object's own __init__ (an exception's keeps what it is given
+		// in args, which the program reads back as plain data).
 		for _, v := range a.all() {
-			st.touch(fr, v)
+			st.escape(fr, v)
 		}
 	}
 	// Python may call its special methods at any point from now on.
@@ -221,9 +243,31 @@ func (st *state) instanceAttr(o *object, name string, self value) value {
 		if o.cls != nil && o.cls.exception {
 			return data{hint: name} // args, with_traceback, ...
 		}
+		if o.cls != nil && o.cls.namedTuple {
+			return st.namedTupleAttr(o, name, self)
+		}
 		return nil
 	}
 	return join(v, ca)
+}
+
+// namedTupleAttr reads what a NamedTuple's instances have beside their
+// fields. _replace writes into the instance itself (the heap joins what
+// the copy holds into it, which covers both) and gives it back.
+func (st *state) namedTupleAttr(o *object, name string, self value) value {
+	switch name {
+	case "_replace":
+		return builtin{name: "namedtuple._replace", self: self}
+	case "_asdict", "count", "index":
+		return builtin{name: "namedtuple." + name, self: self}
+	case "_fields", "_field_defaults":
+		return data{hint: name}
+	}
+	if strings.HasPrefix(name, "_") {
+		st.problem(ReasonUnknownHelper, "reads %s of the NamedTuple %s, which the reader does not know", name, o.cls.name)
+		return top{}
+	}
+	return nil
 }
 
 // setInstanceAttr writes an attribute of an instance.
@@ -261,6 +305,11 @@ func (st *state) touchDepth(fr *frame, v value, depth int) {
 		case seq:
 			st.touchDepth(fr, x.elem, depth+1)
 			continue
+		case gen:
+			// Whatever iterates what it is given (bytes, bytearray, a
+			// formatter's join) runs a generator's body.
+			st.escape(fr, x)
+			continue
 		}
 		r, ok := a.(ref)
 		if ok && r.o.kind != objInstance {
@@ -291,27 +340,10 @@ func (st *state) touchDepth(fr *frame, v value, depth int) {
 // dunders lists the special methods a class and its bases define, but
 // __init__.
 func (st *state) dunders(c *classInfo) []string {
-	seen := map[string]bool{}
-	var out []string
-	var walk func(c *classInfo, depth int)
-	walk = func(c *classInfo, depth int) {
-		if c == nil || depth > 20 {
-			return
-		}
-		for _, name := range sortedKeys(c.attrs) {
-			if isDunder(name) && name != "__init__" && !seen[name] {
-				if _, isFn := c.attrs[name].(*fn); isFn {
-					seen[name] = true
-					out = append(out, name)
-				}
-			}
-		}
-		for _, b := range c.bases {
-			walk(b, depth+1)
-		}
-	}
-	walk(c, 0)
-	return out
+	return attrNames(c, func(name string, v value) bool {
+		_, isFn := v.(*fn)
+		return isFn && isDunder(name) && name != "__init__"
+	})
 }
 
 // instanceIter is what iterating an instance gives.

@@ -68,9 +68,16 @@
 // run-time data or returned by one handed away is followed at once with
 // unknown arguments, as is every special method of an instance when it is
 // made (Python may call those on its own: __str__ when formatting, __lt__
-// when sorting, __del__ whenever). Such code may run at any later time, so
-// while following it every name of an older frame reads as the join of
-// every value it is ever bound to. Having followed them there, the reader
+// when sorting, __del__ whenever). An instance handed away has every
+// method and property of its class followed too (the code given it may
+// call them: print's file.write, dict(obj)'s keys, a closing's close), a
+// class handed away its static and class methods, a generator handed
+// away (bytes() iterates it) its body; a module may be handed away only
+// when nothing in it reaches past the gateway, runs code or imports, and
+// a value nested deeper than the reader follows is a reason (too-complex).
+// Such code may run at any later time, so while following it every name
+// of an older frame reads as the join of every value it is ever bound to.
+// Having followed them there, the reader
 // treats a call of plain run-time data as harmless: whatever it can be is
 // already covered.
 //

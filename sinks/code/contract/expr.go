@@ -359,7 +359,7 @@ func (st *state) dictLiteral(fr *frame, n *Node) value {
 			return nil
 		}
 		if keys[i] == nil { // {**other}
-			st.mergeDict(o, v)
+			st.mergeDict(fr, o, v)
 			continue
 		}
 		k := st.eval(fr, keys[i])
@@ -372,7 +372,7 @@ func (st *state) dictLiteral(fr *frame, n *Node) value {
 }
 
 // mergeDict writes every item of v into dict o.
-func (st *state) mergeDict(o *object, v value) {
+func (st *state) mergeDict(fr *frame, o *object, v value) {
 	for _, a := range alts(v) {
 		switch x := a.(type) {
 		case ref:
@@ -387,6 +387,9 @@ func (st *state) mergeDict(o *object, v value) {
 					st.inexact(o)
 				}
 				continue
+			}
+			if x.o.kind == objInstance {
+				st.escape(fr, x) // {**obj} calls its keys() and __getitem__
 			}
 			st.setKey(o, data{hint: "key"}, top{})
 		default:
@@ -964,9 +967,11 @@ func (st *state) binop(fr *frame, site, op *Node, l, r value, ln, rn *Node) valu
 				}
 			case "FloorDiv":
 				if b.Sign() != 0 {
+					// DivMod is Euclidean (m >= 0); Python floors, so a
+					// negative divisor with a remainder rounds down once more.
 					q, m := new(big.Int).DivMod(a, b, new(big.Int))
 					if b.Sign() < 0 && m.Sign() > 0 {
-						q.Add(q, big.NewInt(1))
+						q.Sub(q, big.NewInt(1))
 					}
 					return bigV(q)
 				}
@@ -986,8 +991,8 @@ func (st *state) binop(fr *frame, site, op *Node, l, r value, ln, rn *Node) valu
 		rr, rok := r.(ref)
 		if lok && rok && lr.o.kind == objDict && rr.o.kind == objDict {
 			o := st.alloc(site, objDict)
-			st.mergeDict(o, l)
-			st.mergeDict(o, r)
+			st.mergeDict(fr, o, l)
+			st.mergeDict(fr, o, r)
 			return ref{o}
 		}
 	}

@@ -69,8 +69,45 @@ func (st *state) gateway(fr *frame, fn string, a *args, site *Node) value {
 			return data{hint: "response"}
 		}
 	}
+	st.handToClient(fr, a, len(need))
 	st.recordOps(provider, method, path)
 	return data{hint: "response"}
+}
+
+// handToClient gives the client what a call passes it beside provider,
+// method and path (the first routing positional arguments): the client
+// calls query's and headers' items() and formats their keys and values
+// with str, makes bytes of data (iterating it: a generator's body runs)
+// and json-encodes body, all before the request is sent. An instance
+// given as query or headers is handed away (its items() is an ordinary
+// method); the rest are touched.
+func (st *state) handToClient(fr *frame, a *args, routing int) {
+	for i, v := range a.pos {
+		if i >= routing {
+			st.touch(fr, v) // body
+		}
+	}
+	for _, k := range sortedKeys(a.kw) {
+		switch k {
+		case "query", "headers":
+			for _, v := range alts(a.kw[k]) {
+				if r, ok := v.(ref); ok && r.o.kind == objInstance {
+					st.escape(fr, v) // its items()
+				} else {
+					st.touch(fr, v) // a dict's items are formatted with str
+				}
+			}
+		case "provider", "method", "path":
+		default:
+			st.touch(fr, a.kw[k]) // bytes(data) iterates a generator: touch runs it
+		}
+	}
+	if a.star != nil {
+		st.escape(fr, a.star)
+	}
+	if a.dstar != nil {
+		st.escape(fr, a.dstar)
+	}
 }
 
 // recordOps adds every operation the three values can make, or says why

@@ -193,7 +193,9 @@ func (o *object) getKey(k value) value {
 }
 
 // elems returns what iterating o gives: the exact items when known (a
-// dict gives its keys), else nil and the join of them.
+// dict gives its keys), else nil and the join of them. A set of more than
+// one item gives no items: the order it iterates in is its hashes' (for
+// text, a new one each run), which the reader cannot know.
 func (o *object) elems() ([]value, value) {
 	switch o.kind {
 	case objDict:
@@ -206,7 +208,7 @@ func (o *object) elems() ([]value, value) {
 		}
 		return nil, o.keyElem
 	case objList, objSet:
-		if o.exact && o.items != nil {
+		if o.exact && o.items != nil && (o.kind == objList || len(o.items) <= 1) {
 			return o.items, o.elem
 		}
 		return nil, o.elem

@@ -341,7 +341,7 @@ func (st *state) exec(fr *frame, n *Node) bool {
 		if old == nil || r == nil {
 			return false
 		}
-		v := st.binop(fr, n, n.Node("op"), old, r, t, n.Node("value"))
+		v := st.augmented(fr, n, old, r, t)
 		st.assign(fr, t, v)
 		return true
 	case "Return":
@@ -431,6 +431,52 @@ func (st *state) exec(fr *frame, n *Node) bool {
 	}
 	st.problem(ReasonUnsupported, "the statement %s is not one the reader follows", n.Type)
 	return true
+}
+
+// augmented is old op= r. A list, dict or set changes in place (list +=
+// extends it with any iterable, *= repeats it; dict |= updates; a set's
+// |=, &=, -=, ^= change it), so every name for the object sees the change
+// and the target is the same object; anything else is the binary
+// operation (an instance's __iadd__ is one of its special methods).
+func (st *state) augmented(fr *frame, n *Node, old, r value, t *Node) value {
+	op := n.Node("op")
+	if op == nil {
+		return top{}
+	}
+	var out, rest value
+	for _, a := range alts(old) {
+		x, ok := a.(ref)
+		if !ok || x.o.kind == objInstance {
+			rest = join(rest, a)
+			continue
+		}
+		switch {
+		case x.o.kind == objList && op.Type == "Add":
+			_, e := st.iterItems(fr, r)
+			st.appendElem(x.o, e)
+		case x.o.kind == objList && op.Type == "Mult":
+			st.inexact(x.o)
+		case x.o.kind == objDict && op.Type == "BitOr":
+			st.dictFrom(fr, x.o, r)
+		case x.o.kind == objSet && op.Type == "BitOr":
+			_, e := st.iterItems(fr, r)
+			st.appendElem(x.o, e)
+		case x.o.kind == objSet && (op.Type == "BitAnd" || op.Type == "Sub" || op.Type == "BitXor"):
+			_, e := st.iterItems(fr, r)
+			if op.Type == "BitXor" {
+				st.grow(&x.o.elem, e)
+			}
+			st.inexact(x.o)
+		default:
+			rest = join(rest, a)
+			continue
+		}
+		out = join(out, a)
+	}
+	if rest != nil {
+		out = join(out, st.binop(fr, n, op, rest, r, t, n.Node("value")))
+	}
+	return out
 }
 
 func (st *state) loop(fr *frame) *loopCtx {

@@ -95,7 +95,7 @@ func (st *state) callModuleSpecial(fr *frame, name string, a *args, site *Node) 
 		return arg(0, ""), true
 	case "enum.Enum", "enum.IntEnum", "enum.StrEnum", "enum.Flag", "enum.IntFlag", "typing.NamedTuple", "typing.TypedDict", "collections.namedtuple":
 		for _, v := range a.all() {
-			st.touch(fr, v)
+			st.escape(fr, v) // the members' values and defaults are read back as plain data
 		}
 		return data{hint: lastName(name)}, true // the functional forms make a class of plain values
 	case "typing.cast":
@@ -193,6 +193,10 @@ func (st *state) callModuleSpecial(fr *frame, name string, a *args, site *Node) 
 		if v == nil {
 			v = noneV
 		}
+		if name == "contextlib.closing" {
+			// Leaving the block calls its close(), after whatever the block did.
+			callLater(st.getAttr(fr, v, "close"))
+		}
 		return builtin{name: "contextlib.nullcontext()", arg: v}, true
 	case "logging.getLogger":
 		return data{hint: "logger"}, true
@@ -226,7 +230,9 @@ func (st *state) callModuleSpecial(fr *frame, name string, a *args, site *Node) 
 		}
 		for _, v := range a.all() {
 			if isCallable(v) {
-				callLater(v, join(e, top{}))
+				// With as many arguments as it may be given (starmap
+				// spreads each item, accumulate gives two): unknown.
+				st.callLate(fr, v, &args{star: join(e, top{})}, site)
 			}
 		}
 		if e == nil {
@@ -241,6 +247,9 @@ func (st *state) callModuleSpecial(fr *frame, name string, a *args, site *Node) 
 func (st *state) containerMethod(fr *frame, name string, self value, a *args, site *Node) value {
 	r, ok := self.(ref)
 	if !ok {
+		for _, v := range a.all() {
+			st.escape(fr, v) // not a container the reader holds: what it is given is handed away
+		}
 		return data{hint: "value"}
 	}
 	o := r.o
@@ -347,7 +356,7 @@ func (st *state) containerMethod(fr *frame, name string, self value, a *args, si
 			return noneV
 		case "copy":
 			n := st.alloc(site, objDict)
-			st.mergeDict(n, self)
+			st.mergeDict(fr, n, self)
 			return ref{n}
 		case "clear":
 			st.inexact(o)

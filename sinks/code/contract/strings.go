@@ -624,7 +624,7 @@ func (st *state) strMethod(fr *frame, name string, self value, a *args, site *No
 		return data{hint: "bytes"}
 	case "zfill", "center", "ljust", "rjust", "expandtabs", "title", "capitalize", "swapcase", "translate":
 		for _, v := range a.all() {
-			st.touch(fr, v)
+			st.escape(fr, v) // translate's table is a mapping it reads with __getitem__, or anything with it
 		}
 		if known {
 			return hole(hint)

@@ -3,6 +3,7 @@
 # send them) and answers with values that let a program go on.
 import json as _json
 import os as _os
+from urllib.parse import parse_qs as _parse_qs
 
 _LOG = open(_os.environ["STUB_LOG"], "a")
 _calls = 0
@@ -96,6 +97,23 @@ def call(provider, method, path, body=None, *, query=None, headers=None, data=No
     for name, v in (("provider", provider), ("method", method), ("path", path)):
         if type(v) is not str:
             raise TypeError(name)
+    # What the real client does with the other arguments before it sends
+    # (it calls their methods and special methods: their code runs).
+    if "?" in path:
+        q = {k: list(v) for k, v in _parse_qs(path.partition("?")[2], keep_blank_values=True).items()}
+        for k, v in (query or {}).items():
+            q.setdefault(k, []).extend(v if isinstance(v, (list, tuple)) else [v])
+        query = q
+    if query:
+        {str(k): [str(x) for x in (v if isinstance(v, (list, tuple)) else [v])] for k, v in query.items()}
+    if headers:
+        {str(k): str(v) for k, v in headers.items()}
+    if body is not None and data is not None:
+        raise TypeError("gatehouse: give body or data, not both")
+    if body is not None:
+        _json.dumps(body)
+    if data is not None:
+        bytes(data)
     _LOG.write(_json.dumps({"provider": provider, "method": method.upper(), "path": path.partition("?")[0]}) + "\n")
     _LOG.flush()
     return Response()

@@ -1,0 +1,60 @@
+package identity
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"syscall"
+)
+
+// ErrNotOwnFile: a file that is authority to Gatehouse (the register, the
+// policy, the grounding rules) could be written by another user.
+var ErrNotOwnFile = errors.New("another user could write this file")
+
+// ReadOwnFile reads the file at path, at most limit bytes, and fails,
+// wrapping ErrNotOwnFile, unless what it opened (the target of a symbolic
+// link included) is a regular file of this process's uid, or of root (who
+// could change anything anyway), that no group or other may write:
+// whoever can write it could change what Gatehouse allows. The check and
+// the read are of the one open file, so the file cannot be swapped
+// between them. power says what such a user could do, for the error
+// ("rewrite the policy"); the error names the file and the fix.
+func ReadOwnFile(path, power string, limit int64) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	if err := ownFile(f, power, true); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	b, err := io.ReadAll(io.LimitReader(f, limit+1))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if int64(len(b)) > limit {
+		return nil, fmt.Errorf("%s: larger than %d bytes", path, limit)
+	}
+	return b, nil
+}
+
+// ownFile is ReadOwnFile's check of what f opened; root's files pass only with
+// rootOK.
+func ownFile(f *os.File, power string, rootOK bool) error {
+	fi, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	if !fi.Mode().IsRegular() {
+		return fmt.Errorf("%w: not a regular file", ErrNotOwnFile)
+	}
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok && int(st.Uid) != os.Geteuid() && (!rootOK || st.Uid != 0) {
+		return fmt.Errorf("%w: it belongs to uid %d, not %d (the user Gatehouse runs as), so that user could %s; chown it to uid %d and chmod 600",
+			ErrNotOwnFile, st.Uid, os.Geteuid(), power, os.Geteuid())
+	}
+	if fi.Mode().Perm()&0o022 != 0 {
+		return fmt.Errorf("%w: mode %04o lets other users write it, and so %s (chmod 600)", ErrNotOwnFile, fi.Mode().Perm(), power)
+	}
+	return nil
+}

@@ -1,0 +1,64 @@
+package broker
+
+import (
+	"testing"
+	"time"
+)
+
+// The budget of a kind of refusal: the first floodBurst are recorded, the
+// rest counted and handed to one summary (scheduled once), the next
+// recorded one after a refill carries what the summary did not take, and
+// another kind keeps its own budget.
+func TestRefusalFloodBudget(t *testing.T) {
+	var f refusalFlood
+	k := floodKey{caller: "agent _shared", run: "r_1", refusal: RefuseRunOfAnotherAgent, sink: "output"}
+	now := time.Unix(1_700_000_000, 0)
+	for i := 0; i < floodBurst; i++ {
+		if rec, n, _ := f.take(k, now); !rec || n != 0 {
+			t.Fatalf("refusal %d within the burst: record %v, summarised %d", i+1, rec, n)
+		}
+	}
+	schedules := 0
+	for i := 0; i < 7; i++ {
+		rec, _, sched := f.take(k, now)
+		if rec {
+			t.Fatalf("refusal %d past the burst was recorded", floodBurst+i+1)
+		}
+		if sched {
+			schedules++
+		}
+	}
+	if schedules != 1 {
+		t.Fatalf("%d summaries scheduled for one burst", schedules)
+	}
+	other := k
+	other.run = "r_2"
+	if rec, _, _ := f.take(other, now); !rec {
+		t.Fatal("another run's first refusal was not recorded")
+	}
+	// A token back: the next refusal is recorded and carries the count.
+	if rec, n, _ := f.take(k, now.Add(floodRefill)); !rec || n != 7 {
+		t.Fatalf("after a refill: record %v, summarised %d, want 7", rec, n)
+	}
+	if n := f.summary(k); n != 0 {
+		t.Fatalf("the summary counted %d already carried", n)
+	}
+	// Suppressed again; this time the summary takes the count.
+	f.take(k, now.Add(floodRefill))
+	if n := f.summary(k); n != 1 {
+		t.Fatalf("summary %d, want 1", n)
+	}
+	if _, _, sched := f.take(k, now.Add(floodRefill)); !sched {
+		t.Fatal("a new burst after a summary schedules a new one")
+	}
+}
+
+// BenchmarkRefusalFloodTake: the budget check each caller refusal pays.
+func BenchmarkRefusalFloodTake(b *testing.B) {
+	var f refusalFlood
+	k := floodKey{caller: "agent _shared", run: "r_1", refusal: RefuseRunOfAnotherAgent, sink: "output"}
+	now := time.Unix(1_700_000_000, 0)
+	for i := 0; b.Loop(); i++ {
+		f.take(k, now.Add(time.Duration(i)*time.Millisecond))
+	}
+}
