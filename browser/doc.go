@@ -101,9 +101,42 @@
 // "unsafe-url" policy. So in strict mode a page reached by a click can read
 // but not send until the agent goes there itself; a popup's sends are
 // refused unless a rule names its site (log-in popups need one). An
-// action's target is its page's host and path, with host and path
-// redacted as below when the page is on another site and they carry data,
-// so what a page puts in its own address does not reach the journal.
+// action's target is its page's host and path, with the host redacted as
+// below when the page is on another site and it carries data, and a path
+// longer than max_off_site_path_bytes redacted on any site (a page sets
+// its own with history.replaceState), so what a page puts in its own
+// address does not reach the journal.
+//
+// A request to the run's site is to another site too when a document of
+// another origin made it (initiator): a frame of another site on the
+// run's page, a page of the run's last site still unloading or brought
+// back by history, a popup left open. Chromium names the document in
+// Origin, else Referer; a request that names neither but says in
+// Sec-Fetch-Site that it crossed sites comes from an origin it hides, and
+// its PageHost is "null" (OpaqueOrigin). A page can hide its origin, never
+// name another. The same holds for a WebSocket to the run's site and for
+// a CORS preflight to it.
+//
+// # Changing site
+//
+// When the agent's goto takes the run to another site, what the old
+// site's pages hold must not come along (leave.go). Before such a goto
+// (not in mode off, not the run's first) the pool closes the run's other
+// pages (a popup left open holds a reference to the first page and could
+// send, or post to the new site's page, at any time), takes the page to
+// about:blank and clears its window.name (Chromium keeps it across a
+// browser-initiated navigation, even to another site), and settles: what
+// the old page sends on its way out (pagehide, unload, visibilitychange,
+// fetchLater) is decided against the old site, refused when it goes
+// elsewhere, and on record before the goto. In strict mode it also hides
+// from the jar, while the new site is the run's, every cookie the new
+// site's pages would read that the new site did not set itself through the
+// proxy (or read when the run last left it): a page's script can plant a
+// cookie that browsers hand to every port of its host, or a parent
+// domain's cookie to its subdomains. Hidden cookies come back when the run
+// leaves that site. The cost: a goto to another site closes the run's
+// popups, and a site's page no longer sees a cookie another port of its
+// host set for it in the browser.
 //
 // # Sends: data leaving the browser
 //
@@ -116,7 +149,9 @@
 // with a target matches, e.g. {sink: browser, target: "api.example.com/**"}.
 // A GET, HEAD or OPTIONS with a body is a send like a POST
 // (Values[policy.BrowserBodyBytes]); the agent's goto passes undecided only
-// as the GET it is.
+// as the GET it is. A page chooses its method, so a method is data like a
+// path: one that neither HTTP nor WebDAV defines is named "EXTENSION"
+// (ExtensionMethod) in the effect and the journal.
 //
 // # Data in a read
 //
@@ -183,13 +218,27 @@
 //     follow it (a 307 or 308 re-sends the body to the new host, an open
 //     redirect carries data in its Location), decides it, and answers a
 //     refused one 403 in its place; an allowed one's follow-up passes once
-//     without a second decision;
+//     without a second decision. The follow-up, like the agent's goto, is
+//     matched by a canonical key (requestKey: scheme and host in lower case,
+//     an IDN host in ASCII, no default port, userinfo or fragment, dot
+//     segments resolved, path and query unescaped), so a Location spelled
+//     in capitals, with "..", a fragment or raw bytes is still the request
+//     Chromium makes for it, and no spelling makes a second request pass
+//     as the first's follow-up;
 //   - a CORS preflight to another site: in strict mode, unless an allow
 //     rule names the target, the proxy answers it itself, allowing what
 //     was asked, so the request it precedes comes and is decided (and
 //     refused) with its body, and the site hears nothing; otherwise the
 //     site answers (Policy.BrowserTargetAllowed; a rule matching on the
-//     agent is not known there and does not count);
+//     agent is not known there and does not count). In report mode a
+//     preflight carrying data (its address, header names it announces that
+//     pages do not commonly set, an extension method) that the site's
+//     answer refuses is recorded as strict mode would decide it, since the
+//     preflight is then all that left;
+//   - HTTP authentication with another site in strict mode: the proxy cuts
+//     its WWW-Authenticate, so Chromium never answers a challenge with the
+//     credentials a page put in a URL's userinfo (and keeps for every later
+//     request there, the agent's goto included);
 //   - a read of a target a scope names is decided like a navigation, so a
 //     run without the scope is refused (scope-missing) in report mode too;
 //   - HTTPS is looked into, not decided by host (mitm.go);

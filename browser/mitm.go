@@ -284,9 +284,18 @@ func (px *proxy) interceptWebSocket(w http.ResponseWriter, r *http.Request, auth
 	}
 	host := hostPath(r.URL.String()).host
 	page := px.s.pageHost()
-	if d.Mode() == policy.ModeOff || host == page {
+	if d.Mode() == policy.ModeOff {
 		px.webSocket(w, r, authority, nil)
 		return
+	}
+	if host == page {
+		// Opened by a document of another origin, it is to another site.
+		from, foreign := initiator(r.Header, page)
+		if !foreign {
+			px.webSocket(w, r, authority, nil)
+			return
+		}
+		page = from
 	}
 	snd := &send{run: px.s.run, sess: px.s, action: policy.BrowserConnect, method: http.MethodConnect,
 		to: connectPlace(d.Policy(), host), pageHost: page, held: true, proxy: px, w: w, r: r,

@@ -3,10 +3,12 @@ package browser
 import (
 	"net"
 	"net/http"
+	"net/url"
 	"regexp"
 	"slices"
 	"strings"
 
+	"golang.org/x/net/idna"
 	"golang.org/x/net/publicsuffix"
 
 	"github.com/gatehouse/gatehouse/policy"
@@ -86,6 +88,10 @@ var browserHeaders = map[string]bool{
 	"Content-Length": true, "Via": true, "Forwarded": true, "X-Forwarded-For": true,
 	"Access-Control-Request-Method": true, "Access-Control-Request-Headers": true,
 	"Access-Control-Request-Private-Network": true,
+	// An EventSource's reconnection carries the id its server last sent;
+	// a page cannot set it without a CORS preflight (which announces it)
+	// and no-cors drops it.
+	"Last-Event-Id": true,
 }
 
 // mediaRanges are the media types an Accept header may name and still be
@@ -215,19 +221,95 @@ func originOf(rawURL string) string {
 }
 
 // pagePlace is how an action names the page it acts on (its target): the
-// page's host and path, except that a page a page took to another site by
-// itself has its host and path redacted where they carry data, as a
-// request there would (classify), so what a page put in its own address
-// does not reach the journal through the agent's next action.
+// page's host and path, except that a path longer than
+// max_off_site_path_bytes is redacted on any site, and a page a page took
+// to another site by itself has its host redacted where it carries data,
+// as a request there would (classify), so what a page put in its own
+// address does not reach the journal through the agent's next action.
 func pagePlace(pol *policy.BrowserRules, site string, pl place) place {
-	if pl.host == "" || site == "" || strings.EqualFold(pl.host, site) {
-		return pl
-	}
+	// A page sets its own path (history.replaceState), on the run's site
+	// too: a long one is redacted wherever the page is.
 	if len(pl.path) > pol.MaxOffSitePathBytes {
 		pl.path = redactedPath
+	}
+	if pl.host == "" || site == "" || strings.EqualFold(pl.host, site) {
+		return pl
 	}
 	if sub, _ := subdomain(hostOnly(pl.host)); len(sub) > pol.MaxOffSiteNameBytes {
 		pl.host = redactedHost(pl.host)
 	}
 	return pl
+}
+
+// requestKey names a request so that a URL Gatehouse saw before Chromium
+// asked for it (a redirect's Location, the agent's goto) matches the
+// request Chromium makes for it: the method, the scheme and host in lower
+// case (an IDN host in its ASCII form), without the scheme's default port,
+// without userinfo and fragment (never sent), dot segments resolved, and
+// path and query compared unescaped (Chromium escapes what a Location or a
+// goto may leave raw). Two requests whose URLs differ only in escaping
+// share a key.
+func requestKey(method, rawURL string) string {
+	u, err := url.Parse(rawURL)
+	if err != nil || u.Host == "" {
+		return strings.ToUpper(method) + " " + rawURL
+	}
+	u = u.ResolveReference(&url.URL{}) // resolves "." and ".." segments
+	scheme := strings.ToLower(u.Scheme)
+	host := strings.ToLower(u.Hostname())
+	if a, err := idna.Lookup.ToASCII(host); err == nil {
+		host = a
+	}
+	if port := u.Port(); port != "" && !(scheme == "http" && port == "80") && !(scheme == "https" && port == "443") {
+		host = net.JoinHostPort(host, port)
+	} else if strings.Contains(host, ":") {
+		host = "[" + host + "]"
+	}
+	path := u.EscapedPath()
+	if p, err := url.PathUnescape(path); err == nil {
+		path = p
+	}
+	if path == "" {
+		path = "/"
+	}
+	query := u.RawQuery
+	if q, err := url.PathUnescape(query); err == nil {
+		query = q
+	}
+	return strings.ToUpper(method) + " " + scheme + "://" + host + path + "?" + query
+}
+
+// OpaqueOrigin is the page host an effect names when a document of another
+// origin than the run's site made the request but the request does not say
+// which (an opaque origin: a sandboxed or data: frame, or a page that hides
+// its origin with referrer policy no-referrer).
+const OpaqueOrigin = "null"
+
+// initiator tells whether a request to the run's site (site) was made by a
+// document of another origin, and that document's host, as far as the
+// request itself says: its Origin (unless "null"), else its Referer, names
+// the document's origin; a request that names neither but says, in
+// Sec-Fetch-Site, that it crossed origins comes from an origin it does not
+// name (OpaqueOrigin). Chromium sets all three itself; a page can only hide
+// its origin (Origin "null", no Referer), never name another, and
+// Sec-Fetch-Site goes to https and loopback sites only.
+func initiator(h http.Header, site string) (string, bool) {
+	name := func(origin string) (string, bool) {
+		host := hostPath(origin).host
+		if host == "" {
+			return OpaqueOrigin, true
+		}
+		return host, !strings.EqualFold(host, site)
+	}
+	if o := h.Get("Origin"); o != "" && o != "null" {
+		return name(o)
+	}
+	if ref := h.Get("Referer"); ref != "" {
+		return name(ref)
+	}
+	switch strings.ToLower(h.Get("Sec-Fetch-Site")) {
+	case "cross-site", "same-site":
+		return OpaqueOrigin, true
+	}
+	return "", false
 }

@@ -113,6 +113,10 @@ type fwdInfo struct {
 	// 308 that re-sends it.
 	size   int64
 	digest string
+	// preflight is, in report mode, the send a CORS preflight to another
+	// site that carries data is recorded as if the site's answer stops
+	// the request it precedes.
+	preflight *send
 }
 
 func (p *Pool) newProxy(s *session) (*proxy, error) {
@@ -222,7 +226,7 @@ func (px *proxy) serveRequest(w http.ResponseWriter, r *http.Request) {
 	px.s.seen()
 	// In flight from here (so the settle barrier never sees a gap between
 	// Chromium's note of the request and its decision under way).
-	defer px.s.forwarding()()
+	defer px.s.forwarding(navigation(r.Header))()
 	px.s.arrived(r.Method, r.URL.String())
 	d := px.pool.boundDecider()
 	if d == nil {
@@ -251,9 +255,16 @@ func (px *proxy) serveRequest(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	pageHost := px.s.pageHost()
-	if preflight(r) && !strings.EqualFold(info.site, pageHost) {
-		px.preflight(w, r, d, info, pageHost)
-		return
+	if preflight(r) {
+		from, foreign := initiator(r.Header, pageHost)
+		if !strings.EqualFold(info.site, pageHost) {
+			px.preflight(w, r, d, info, pageHost)
+			return
+		}
+		if foreign {
+			px.preflight(w, r, d, info, from)
+			return
+		}
 	}
 	req := request{method: r.Method, url: rawURL, header: r.Header, hasBody: hasBody,
 		preflighted: px.s.preflighted(r.Method, rawURL)}
@@ -335,7 +346,8 @@ func refuse(w http.ResponseWriter, _ *http.Request) {
 // so the request comes and is decided, and refused, with its body; the
 // site hears nothing. Otherwise the site answers.
 func (px *proxy) preflight(w http.ResponseWriter, r *http.Request, d Decider, info *fwdInfo, pageHost string) {
-	method := strings.ToUpper(r.Header.Get("Access-Control-Request-Method"))
+	asked := r.Header.Get("Access-Control-Request-Method")
+	method := strings.ToUpper(asked)
 	rawURL := r.URL.String()
 	px.s.notePreflight(method, rawURL, preflightedHeaders(r))
 	to := hostPath(rawURL)
@@ -348,7 +360,7 @@ func (px *proxy) preflight(w http.ResponseWriter, r *http.Request, d Decider, in
 			h.Set("Access-Control-Allow-Credentials", "true")
 			h.Set("Vary", "Origin")
 		}
-		h.Set("Access-Control-Allow-Methods", method)
+		h.Set("Access-Control-Allow-Methods", asked) // as asked: an extension method is compared case by case
 		if ah := r.Header.Get("Access-Control-Request-Headers"); ah != "" {
 			h.Set("Access-Control-Allow-Headers", ah)
 		}
@@ -360,6 +372,15 @@ func (px *proxy) preflight(w http.ResponseWriter, r *http.Request, d Decider, in
 		return
 	}
 	info.strip = d.Mode() == policy.ModeStrict
+	if d.Mode() == policy.ModeReport && !px.pool.scopesIntercept(d) {
+		// The preflight goes out with what its address and the header
+		// names it announces carry; if the site's answer stops the
+		// request it precedes, the preflight is all that left, and it is
+		// recorded at the answer (response).
+		if snd := px.pool.classifyPreflight(d.Policy(), px.s, r, pageHost); snd != nil {
+			info.preflight = snd
+		}
+	}
 	px.forward(w, r, info)
 }
 
@@ -371,6 +392,21 @@ func (px *proxy) response(resp *http.Response) error {
 		return nil
 	}
 	px.s.noteCookies(info.site, resp.Cookies())
+	if info.strip {
+		// No HTTP authentication with another site in strict mode: the
+		// credentials Chromium would answer a challenge with are the
+		// page's (a URL's userinfo), and it keeps them for every later
+		// request to that site, the agent's goto included.
+		resp.Header.Del("Www-Authenticate")
+	}
+	if info.preflight != nil {
+		if !corsAllows(resp, resp.Request.Header) {
+			if d := px.pool.boundDecider(); d != nil {
+				px.decide(d, info.preflight)
+			}
+		}
+		return nil
+	}
 	loc := resp.Header.Get("Location")
 	if loc == "" || resp.StatusCode < 300 || resp.StatusCode > 399 || resp.StatusCode == http.StatusNotModified {
 		return nil
@@ -396,7 +432,9 @@ func (px *proxy) response(resp *http.Response) error {
 		return nil
 	}
 	header := resp.Request.Header.Clone()
-	for _, h := range []string{"Cookie", "Referer", "Origin", "Authorization", "Content-Type", "Content-Length"} {
+	// Origin and Referer stay: they name the document that made the
+	// request (initiator), which makes the follow-up too.
+	for _, h := range []string{"Cookie", "Authorization", "Content-Type", "Content-Length"} {
 		header.Del(h)
 	}
 	next := target.String()
@@ -489,8 +527,17 @@ func (px *proxy) connectTunnel(d Decider, conn net.Conn, br *bufio.Reader, autho
 	}
 	page := px.s.pageHost()
 	if host == page {
-		px.pipe(conn, br, authority, tlsUp, nil)
-		return
+		// A WebSocket to the run's site that a document of another
+		// origin opens is to another site (initiator).
+		from, foreign := "", false
+		if head, ok := peekHead(conn, br); ok && strings.EqualFold(head.Header.Get("Upgrade"), "websocket") {
+			from, foreign = initiator(head.Header, page)
+		}
+		if !foreign {
+			px.pipe(conn, br, authority, tlsUp, nil)
+			return
+		}
+		page = from
 	}
 	snd := &send{run: px.s.run, sess: px.s, action: policy.BrowserConnect, method: http.MethodConnect,
 		to: connectPlace(d.Policy(), host), pageHost: page, held: true, proxy: px, conn: conn, br: br,
@@ -825,8 +872,49 @@ func (snd *send) performTunnel(prop *broker.Proposal) (*broker.Performed, error)
 	res := journal.Result{Status: "ok", Size: st.bytes, Detail: detail}
 	if st.websocket {
 		detail["websocket"], detail["path"] = "true", st.path
+		if d := snd.proxy.pool.boundDecider(); d != nil && len(st.path) > d.Policy().Browser().MaxOffSitePathBytes {
+			detail["path"] = redactedPath
+		}
 		detail["frames"] = strconv.FormatInt(st.frames, 10)
 		res.Size, res.Digest = st.payload, st.digest
 	}
 	return &broker.Performed{Result: res}, nil
+}
+
+// peekHead looks at the HTTP request head at the start of an accepted
+// tunnel without taking it from br (a ws:// WebSocket's handshake, always
+// a GET); false when the tunnel does not start with one (TURN over TCP),
+// it does not fit br, or it does not come within 10 s.
+func peekHead(conn net.Conn, br *bufio.Reader) (*http.Request, bool) {
+	_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+	defer func() { _ = conn.SetReadDeadline(time.Time{}) }()
+	if first, err := br.Peek(4); err != nil || string(first) != "GET " {
+		return nil, false
+	}
+	for n := 4; ; {
+		b, err := br.Peek(n)
+		if i := bytes.Index(b, []byte("\r\n\r\n")); i >= 0 {
+			req, err := http.ReadRequest(bufio.NewReader(bytes.NewReader(b[:i+4])))
+			return req, err == nil
+		}
+		if err != nil || n >= br.Size() {
+			return nil, false
+		}
+		// What has arrived first; then wait for one byte more.
+		if buffered := br.Buffered(); buffered > n {
+			n = buffered
+		} else {
+			n++
+		}
+	}
+}
+
+// navigation reports whether a request is for a document (a page, frame
+// or popup): Sec-Fetch-Mode navigate, or, where Chromium sends no fetch
+// metadata (plain http sites), an Accept that puts HTML first.
+func navigation(h http.Header) bool {
+	if m := h.Get("Sec-Fetch-Mode"); m != "" {
+		return m == "navigate"
+	}
+	return strings.HasPrefix(h.Get("Accept"), "text/html")
 }

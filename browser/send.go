@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -86,34 +87,38 @@ type request struct {
 	header      http.Header
 	hasBody     bool
 	preflighted []string // header names a CORS preflight announced for it
+	// announced is, for a CORS preflight, what it announces that the page
+	// chose: header names and a method no browser sets itself.
+	announced []string
 }
 
 // classify returns the send a request of s's is decided as, nil for a plain
 // read that is neither decided nor recorded. Under pol: anything but GET,
 // HEAD and OPTIONS is a send, and so is any request with a body; a GET,
-// HEAD or OPTIONS to a host other than pageHost is a send when it carries
-// data (a
+// HEAD or OPTIONS to another site is a send when it carries data (a
 // query, a long path, a long name, a header the page set: readData), or
 // when off_site_reads is named; a read of a target a scope names is a
-// navigate. Only sizes and a digest of what was carried are kept, and a
-// host or path that carried data is redacted (redactedHost, redactedPath).
+// navigate. A request is to another site when its host is not pageHost,
+// or when a document of another origin made it (initiator): a page of the
+// run's last site still unloading, a popup of it left open, a frame of
+// another site on the run's page. Only sizes and a digest of what was
+// carried are kept, and a host or path of another site that could carry
+// data is redacted (redactedHost, redactedPath) whatever the method, so
+// what a page puts in an address never reaches the journal. A method
+// other than the ones HTTP and WebDAV define is named ExtensionMethod.
 func (p *Pool) classify(pol *policy.Policy, s *session, req request, pageHost string) *send {
 	method := strings.ToUpper(req.method)
 	to := hostPath(req.url)
-	snd := &send{run: s.run, sess: s, action: EffectSend, method: method, to: to, pageHost: pageHost}
-	if carriesData(method) || req.hasBody {
-		return snd
-	}
-	if to.host == "" {
-		return nil
-	}
-	if !strings.EqualFold(to.host, pageHost) { // GET, HEAD or OPTIONS without a body
-		b := pol.Browser()
-		rd := &snd.data
-		if q := rawQuery(req.url); len(q) > b.MaxOffSiteQueryBytes {
-			rd.query = len(q)
-			rd.parts = append(rd.parts, "?"+q)
+	snd := &send{run: s.run, sess: s, action: EffectSend, method: recordedMethod(method), to: to, pageHost: pageHost}
+	offSite := to.host != "" && !strings.EqualFold(to.host, pageHost)
+	if !offSite && to.host != "" {
+		if from, ok := initiator(req.header, pageHost); ok {
+			offSite, snd.pageHost = true, from
 		}
+	}
+	b := pol.Browser()
+	rd := &snd.data
+	if offSite {
 		if len(to.path) > b.MaxOffSitePathBytes {
 			rd.path = len(to.path)
 			rd.parts = append(rd.parts, to.path)
@@ -124,7 +129,25 @@ func (p *Pool) classify(pol *policy.Policy, s *session, req request, pageHost st
 			rd.parts = append(rd.parts, sub)
 			snd.to.host = redactedHost(to.host)
 		}
+	}
+	if carriesData(method) || req.hasBody {
+		// The body is what is recorded of a send: its size and digest.
+		snd.data = readData{}
+		return snd
+	}
+	if to.host == "" {
+		return nil
+	}
+	if offSite { // GET, HEAD or OPTIONS without a body
+		if q := rawQuery(req.url); len(q) > b.MaxOffSiteQueryBytes {
+			rd.query = len(q)
+			rd.parts = append(rd.parts, "?"+q)
+		}
 		rd.header = pageHeaders(req.header, s.browserLanguage(), req.preflighted, &rd.parts)
+		for _, a := range req.announced {
+			rd.header += len(a)
+			rd.parts = append(rd.parts, "announced: "+a)
+		}
 		if rd.any() {
 			snd.size, snd.digest = rd.size(), digest([]byte(strings.Join(rd.parts, "\n")))
 			return snd
@@ -137,9 +160,30 @@ func (p *Pool) classify(pol *policy.Policy, s *session, req request, pageHost st
 	if pol.ScopedBrowserRead(policy.Effect{Sink: policy.SinkBrowser, Action: EffectNavigate, Method: "GET",
 		Host: to.host, Path: to.path, PageHost: pageHost, Target: to.target()}) {
 		snd.action, snd.method = EffectNavigate, "GET"
+		snd.to, snd.pageHost = to, pageHost
 		return snd
 	}
 	return nil
+}
+
+// ExtensionMethod is how an effect names a request method that neither
+// HTTP nor WebDAV defines: a page chooses its method, so a method is data
+// like a path, and only the known ones are recorded by name.
+const ExtensionMethod = "EXTENSION"
+
+var knownMethods = map[string]bool{
+	"GET": true, "HEAD": true, "POST": true, "PUT": true, "DELETE": true, "PATCH": true, "OPTIONS": true,
+	"QUERY": true, "PROPFIND": true, "PROPPATCH": true, "MKCOL": true, "COPY": true, "MOVE": true, "LOCK": true,
+	"UNLOCK": true, "REPORT": true, "SEARCH": true, "MKCALENDAR": true, "ACL": true, "BIND": true, "UNBIND": true,
+	"REBIND": true, "MERGE": true, "CHECKOUT": true, "CHECKIN": true, "MKACTIVITY": true, "LABEL": true, "UPDATE": true,
+}
+
+// recordedMethod is method (upper case) as an effect names it.
+func recordedMethod(method string) string {
+	if knownMethods[method] {
+		return method
+	}
+	return ExtensionMethod
 }
 
 func rawQuery(rawURL string) string {
@@ -232,4 +276,89 @@ func (snd *send) perform(prop *broker.Proposal) (*broker.Performed, error) {
 		detail["observed"] = strconv.FormatBool(true)
 	}
 	return &broker.Performed{Result: journal.Result{Status: "ok", Size: prop.Size, Digest: prop.Digest, Detail: detail}}, nil
+}
+
+// classifyPreflight returns the send a CORS preflight to another site
+// (or from a document of another origin) is recorded as in report mode
+// when the site's answer stops the request it precedes: a read carrying
+// what its address carries and what it announces that no browser sets
+// itself (header names outside standardHeaderNames, an extension method);
+// nil when it carries nothing.
+func (p *Pool) classifyPreflight(pol *policy.Policy, s *session, r *http.Request, pageHost string) *send {
+	var announced []string
+	for _, name := range preflightedHeaders(r) {
+		if !standardHeaderNames[name] {
+			announced = append(announced, name)
+		}
+	}
+	if m := r.Header.Get("Access-Control-Request-Method"); recordedMethod(strings.ToUpper(m)) == ExtensionMethod {
+		announced = append(announced, m)
+	}
+	snd := p.classify(pol, s, request{method: http.MethodOptions, url: r.URL.String(), header: r.Header, announced: announced}, pageHost)
+	if snd == nil || !snd.data.any() {
+		return nil
+	}
+	return snd
+}
+
+// standardHeaderNames are request headers pages commonly set on a CORS
+// request (lower case): announcing one says nothing a secret rides on.
+var standardHeaderNames = map[string]bool{
+	"accept": true, "accept-language": true, "content-language": true, "content-type": true, "range": true,
+	"authorization": true, "x-requested-with": true, "cache-control": true, "pragma": true, "if-match": true,
+	"if-none-match": true, "if-modified-since": true, "if-unmodified-since": true, "x-csrf-token": true,
+	"x-xsrf-token": true, "last-event-id": true,
+}
+
+// corsAllows reports whether a site's answer to a CORS preflight (req is
+// the preflight sent) lets the request it precedes follow: a 2xx, an
+// Access-Control-Allow-Origin of the request's Origin or "*", the method
+// (unless GET, HEAD or POST) among Access-Control-Allow-Methods, every
+// announced header among Access-Control-Allow-Headers (or "*"), and for a
+// private network request, Access-Control-Allow-Private-Network. When in
+// doubt it answers true: the request, if it comes, is recorded itself.
+func corsAllows(resp *http.Response, req http.Header) bool {
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		return false
+	}
+	h := resp.Header
+	if o := h.Get("Access-Control-Allow-Origin"); o != "*" && o != req.Get("Origin") {
+		return false
+	}
+	list := func(name string) []string {
+		var out []string
+		for _, v := range h.Values(name) {
+			for item := range strings.SplitSeq(v, ",") {
+				if item = strings.TrimSpace(item); item != "" {
+					out = append(out, item)
+				}
+			}
+		}
+		return out
+	}
+	method := req.Get("Access-Control-Request-Method")
+	switch strings.ToUpper(method) {
+	case "GET", "HEAD", "POST":
+	default:
+		methods := list("Access-Control-Allow-Methods")
+		if !slices.Contains(methods, "*") && !slices.ContainsFunc(methods, func(m string) bool {
+			return m == method || (knownMethods[strings.ToUpper(m)] && strings.EqualFold(m, method))
+		}) {
+			return false
+		}
+	}
+	allowed := list("Access-Control-Allow-Headers")
+	if !slices.Contains(allowed, "*") {
+		for _, v := range req.Values("Access-Control-Request-Headers") {
+			for name := range strings.SplitSeq(v, ",") {
+				if name = strings.TrimSpace(name); name != "" && !slices.ContainsFunc(allowed, func(a string) bool { return strings.EqualFold(a, name) }) {
+					return false
+				}
+			}
+		}
+	}
+	if req.Get("Access-Control-Request-Private-Network") != "" && !strings.EqualFold(h.Get("Access-Control-Allow-Private-Network"), "true") {
+		return false
+	}
+	return true
 }

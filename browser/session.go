@@ -30,10 +30,10 @@ type session struct {
 	// lastDone is when a request the proxy forwarded last finished.
 	lastDone atomic.Int64
 
-	actMu   sync.Mutex       // guards pending, drained, active and nextReq
-	pending int              // decisions of the run's requests being made and recorded
-	drained chan struct{}    // closed when pending falls to 0; nil while it is 0
-	active  map[uint64]int64 // requests being forwarded -> unix nanoseconds they arrived
+	actMu   sync.Mutex          // guards pending, drained, active and nextReq
+	pending int                 // decisions of the run's requests being made and recorded
+	drained chan struct{}       // closed when pending falls to 0; nil while it is 0
+	active  map[uint64]inFlight // requests being forwarded
 	nextReq uint64
 	// issued are requests Chromium said it made (Playwright's request
 	// events) that have neither reached the proxy nor finished: "METHOD
@@ -59,7 +59,12 @@ type session struct {
 	// proxy, by name: in strict mode only those reach it from a page of
 	// another site (doc.go, "Data in a read").
 	cookies map[string]map[string]string
-	closed  bool
+	// ownCookies are, per site, the cookies its pages read when the run
+	// last left it; hidden are the cookies moveCookies took out of the
+	// jar when the run came to its site, put back when it leaves.
+	ownCookies map[string]map[string]bool
+	hidden     []playwright.Cookie
+	closed     bool
 }
 
 // Bounds on what a session remembers for its proxy.
@@ -223,7 +228,7 @@ func (s *session) endGoto(finalURL string) {
 func (s *session) isAgentGoto(rawURL string) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.gotoURL != "" && s.gotoURL == rawURL
+	return s.gotoURL != "" && requestKey(http.MethodGet, s.gotoURL) == requestKey(http.MethodGet, rawURL)
 }
 
 // learnLanguage keeps the Accept-Language of the agent's goto, which is
@@ -252,7 +257,7 @@ func (s *session) expectFollowUp(method, rawURL string) {
 		s.expect = map[string]int{}
 	}
 	if len(s.expect) < maxExpect {
-		s.expect[strings.ToUpper(method)+" "+rawURL]++
+		s.expect[requestKey(method, rawURL)]++
 	}
 }
 
@@ -261,7 +266,7 @@ func (s *session) expectFollowUp(method, rawURL string) {
 func (s *session) followUp(method, rawURL string) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	k := strings.ToUpper(method) + " " + rawURL
+	k := requestKey(method, rawURL)
 	if s.expect[k] == 0 {
 		return false
 	}
@@ -282,7 +287,7 @@ func (s *session) notePreflight(method, rawURL string, names []string) {
 	if len(s.preflights) >= maxPreflights {
 		clear(s.preflights)
 	}
-	s.preflights[strings.ToUpper(method)+" "+rawURL] = names
+	s.preflights[requestKey(method, rawURL)] = names
 }
 
 // preflighted returns (and forgets) the header names a preflight announced
@@ -290,7 +295,7 @@ func (s *session) notePreflight(method, rawURL string, names []string) {
 func (s *session) preflighted(method, rawURL string) []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	k := strings.ToUpper(method) + " " + rawURL
+	k := requestKey(method, rawURL)
 	names := s.preflights[k]
 	delete(s.preflights, k)
 	return names
@@ -351,18 +356,31 @@ func (s *session) siteCookies(site string, h http.Header) {
 // seen notes a request arriving at the run's proxy.
 func (s *session) seen() { s.lastSeen.Store(time.Now().UnixNano()) }
 
+// inFlight is a request the proxy is forwarding: when it arrived, and how
+// long it holds the settle barrier.
+type inFlight struct {
+	at    int64 // unix nanoseconds
+	holds time.Duration
+}
+
 // forwarding notes a request the proxy forwards, until the returned func
 // is called when it is done: what its response sets off (a frame's
 // document, a preflight's answer) comes after it, so the settle barrier
-// waits for it (unless it lives long: longLived).
-func (s *session) forwarding() func() {
+// waits for it, unless it lives long: longLived, or documentLived for a
+// navigation (a frame's or a popup's document, which a slow site may take
+// seconds to answer, and whose page then sends).
+func (s *session) forwarding(navigation bool) func() {
 	s.actMu.Lock()
 	if s.active == nil {
-		s.active = map[uint64]int64{}
+		s.active = map[uint64]inFlight{}
 	}
 	s.nextReq++
 	id := s.nextReq
-	s.active[id] = time.Now().UnixNano()
+	holds := longLived
+	if navigation {
+		holds = documentLived
+	}
+	s.active[id] = inFlight{at: time.Now().UnixNano(), holds: holds}
 	s.actMu.Unlock()
 	return func() {
 		s.actMu.Lock()
@@ -394,7 +412,7 @@ func (s *session) issue(method, rawURL string) {
 		}
 	}
 	if len(s.issued) < maxExpect {
-		k := strings.ToUpper(method) + " " + rawURL
+		k := requestKey(method, rawURL)
 		s.issued[k] = append(s.issued[k], now.UnixNano())
 	}
 }
@@ -404,7 +422,7 @@ func (s *session) issue(method, rawURL string) {
 func (s *session) arrived(method, rawURL string) {
 	s.actMu.Lock()
 	defer s.actMu.Unlock()
-	k := strings.ToUpper(method) + " " + rawURL
+	k := requestKey(method, rawURL)
 	if q := s.issued[k]; len(q) > 1 {
 		s.issued[k] = q[1:]
 	} else {
@@ -417,24 +435,27 @@ func (s *session) arrived(method, rawURL string) {
 // page's standing connection, not part of what an action set off.
 const longLived = time.Second
 
-// youngest is how long ago the most recent request still being forwarded
-// arrived, or one Chromium made was issued and has not reached the proxy;
-// false when none is younger than longLived.
-func (s *session) youngest(now time.Time) (time.Duration, bool) {
+// documentLived is how long a navigation in flight holds the barrier (at
+// most Config.SettleMax in any one barrier).
+const documentLived = 5 * time.Second
+
+// young reports whether a request still being forwarded holds the barrier
+// (it arrived less than its holds ago), or one Chromium made was issued
+// less than longLived ago and has not reached the proxy.
+func (s *session) young(now time.Time) bool {
 	s.actMu.Lock()
 	defer s.actMu.Unlock()
-	var newest int64
-	for _, at := range s.active {
-		newest = max(newest, at)
+	for _, f := range s.active {
+		if now.Sub(time.Unix(0, f.at)) < f.holds {
+			return true
+		}
 	}
 	for _, q := range s.issued {
-		newest = max(newest, q[len(q)-1])
+		if now.Sub(time.Unix(0, q[len(q)-1])) < longLived {
+			return true
+		}
 	}
-	if newest == 0 {
-		return 0, false
-	}
-	age := now.Sub(time.Unix(0, newest))
-	return age, age < longLived
+	return false
 }
 
 // begin notes a decision of one of the run's requests under way; pair it
@@ -503,8 +524,8 @@ func (s *session) settle(quiet, limit time.Duration, from time.Time) {
 		}
 		last := time.Unix(0, max64(max64(s.lastSeen.Load(), s.lastDone.Load()), from.UnixNano()))
 		wait := quiet - now.Sub(last)
-		if age, young := s.youngest(now); young {
-			wait = max(wait, min(longLived-age, 10*time.Millisecond))
+		if s.young(now) {
+			wait = max(wait, 10*time.Millisecond)
 		}
 		if wait <= 0 {
 			return

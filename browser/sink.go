@@ -305,6 +305,8 @@ func (p *Pool) perform(ctx context.Context, r *broker.Run, req *broker.EffectReq
 	failed := func(err error) error { return fmt.Errorf("%w: %s: %v", ErrAction, a.name, err) }
 	switch a.name {
 	case ActionGoto:
+		// What the old site's pages hold stays behind (leave.go).
+		p.leaveSite(s, page, hostPath(a.url).host)
 		s.startGoto(a.url)
 		resp, err := page.Goto(a.url)
 		s.endGoto(page.URL())
