@@ -300,6 +300,7 @@ func TestEffectsKeysAndApprovalsAsTheREADMEShows(t *testing.T) {
 	snakeJSON(t, "effect", js.stdout)
 	// A mistyped sink, a sink needing its action.
 	want(t, gh(t, as("effect", "ouptut", "--run", run, "--action", "deliver")...), 2, "UNKNOWN_SINK", "this broker serves", "output", "sinks/REFERENCE.md")
+	want(t, gh(t, as("effect", "ouptut", "--run", run, "--result", "1")...), 2, "UNKNOWN_SINK", "this broker serves", "output", "sinks/REFERENCE.md")
 	want(t, gh(t, as("effect", "memory", "--run", run)...), 2, "--action is required for sink memory: one of delete, get, put")
 	want(t, gh(t, as("effect", "memory", "--run", run, "--action", "put", "--params", `{"key": 1}`)...), 2, "BAD_REQUEST", "sinks/REFERENCE.md")
 	want(t, gh(t, as("effect", "memory", "--run", run, "--action", "put", "--params", `["key", 1]`)...), 2, "--params must be a JSON object", "gatehouse sinks memory")

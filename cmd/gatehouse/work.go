@@ -301,7 +301,8 @@ func cmdEffect(ctx context.Context, env *cliEnv, args []string) error {
 		case 1:
 			req.Action = acts[0] // the sink's only action
 		case 0:
-			return usageHint("effect", fmt.Sprintf("--action is required for sink %s (gatehouse sinks lists every sink's actions)", sink))
+			// Not a sink this command knows: the broker says which sinks
+			// it serves (UNKNOWN_SINK), or what the one it serves needs.
 		default:
 			return usageHint("effect", fmt.Sprintf("--action is required for sink %s: one of %s (their params: gatehouse sinks %s)", sink, strings.Join(acts, ", "), sink))
 		}
