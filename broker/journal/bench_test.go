@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -170,39 +169,4 @@ func TestMain(m *testing.M) {
 		os.RemoveAll(bigDir)
 	}
 	os.Exit(code)
-}
-
-// BenchmarkAppendRollover appends batches of 16 decisions over 16 runs
-// (what 16 agents' group commits look like) to a fresh journal, so the
-// log grows through several segments and rolls over, and reports the
-// Append latency's p50, p99 and maximum: where a segment is written ahead
-// while commits wait (tens of milliseconds), the tail shows it.
-//
-//	go test -run '^$' -bench AppendRollover -benchtime 3000x ./broker/journal/
-func BenchmarkAppendRollover(b *testing.B) {
-	w, err := Open(b.TempDir(), WriterOptions{SyncInterval: 200 * time.Millisecond})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer w.Close()
-	batch := make([]Event, 16)
-	lat := make([]time.Duration, 0, b.N)
-	n := 0
-	for b.Loop() {
-		for i := range batch {
-			n++
-			batch[i] = ev(b, fmt.Sprintf("r_%026d", i), fmt.Sprint(n), TypeDecision, "x", n, decision(OutcomeAllowed))
-		}
-		t0 := time.Now()
-		if _, err := w.Append(batch); err != nil {
-			b.Fatal(err)
-		}
-		lat = append(lat, time.Since(t0))
-	}
-	slices.Sort(lat)
-	q := func(p float64) float64 { return float64(lat[int(p*float64(len(lat)-1))].Microseconds()) }
-	b.ReportMetric(float64(b.N*len(batch))/b.Elapsed().Seconds(), "events/s")
-	b.ReportMetric(q(.5), "p50-us")
-	b.ReportMetric(q(.99), "p99-us")
-	b.ReportMetric(q(1), "max-us")
 }

@@ -34,8 +34,7 @@ import (
 //
 // Lines are the exact bytes appended to the file, each ending in '\n'.
 // A segment is written in full (zeros) before its first record and reused
-// once its lines are in their files (kept in wal/spare/, where the next
-// is also written ahead in the background: spare.go), so a record
+// once its lines are in their files (kept in wal/spare/), so a record
 // changes neither the segment's size nor its blocks: its fsync is an
 // fdatasync that commits no filesystem metadata and so does not also
 // flush every run file written since (ext4's ordered mode would). A
@@ -314,7 +313,7 @@ func (w *Writer) newSegment(need int64) error {
 	logDir := filepath.Join(w.dir, walDir)
 	path := filepath.Join(logDir, name)
 	size := max(w.segSize, (need+walMinSegment-1)/walMinSegment*walMinSegment)
-	f, capacity, err := w.takeSpare(path, size)
+	f, capacity, err := w.takeSpare(path, need)
 	if err == nil && f == nil {
 		f, capacity, err = w.writeAhead(path, size)
 	}
@@ -327,16 +326,11 @@ func (w *Writer) newSegment(need int64) error {
 	}
 	w.walNext++
 	w.wal = &walSegment{name: name, n: n, f: f, cap: capacity}
-	w.prepareSpare()
 	return nil
 }
 
 // takeSpare renames a spare segment of at least need bytes to path and
-// opens it; nil when there is none. Spares smaller than need are removed:
-// need is the size segments have grown to (it never shrinks while the
-// writer is open), and a small spare taken instead would fill, and cost
-// a rollover (a rename and a directory fsync, with every commit waiting),
-// that many times sooner.
+// opens it; nil when there is none.
 func (w *Writer) takeSpare(path string, need int64) (File, int64, error) {
 	spareDir := filepath.Join(w.dir, walDir, walSpare)
 	names, _, err := walSegments(w.fs, spareDir)
@@ -345,11 +339,7 @@ func (w *Writer) takeSpare(path string, need int64) (File, int64, error) {
 	}
 	for _, name := range names {
 		fi, err := w.fs.Lstat(filepath.Join(spareDir, name))
-		if err != nil {
-			continue
-		}
-		if fi.Size() < need {
-			_ = w.fs.Remove(filepath.Join(spareDir, name)) // only saved a write ahead
+		if err != nil || fi.Size() < need {
 			continue
 		}
 		if err := w.fs.Rename(filepath.Join(spareDir, name), path); err != nil {
@@ -371,7 +361,17 @@ func (w *Writer) writeAhead(path string, size int64) (File, int64, error) {
 	if err != nil {
 		return nil, 0, err
 	}
-	if err := writeZeros(f, size); err != nil {
+	zeros := make([]byte, min(size, walMinSegment))
+	var off int64
+	for err == nil && off < size {
+		var n int
+		n, err = f.WriteAt(zeros[:min(int64(len(zeros)), size-off)], off)
+		off += int64(n)
+	}
+	if err == nil {
+		err = f.Sync()
+	}
+	if err != nil {
 		w.log.Warn("journal: no room to write the log ahead; appending to it instead", "err", err)
 		if err := f.Truncate(0); err != nil {
 			f.Close()
@@ -382,31 +382,11 @@ func (w *Writer) writeAhead(path string, size int64) (File, int64, error) {
 	return f, size, nil
 }
 
-// writeZeros writes size zero bytes into f from its start and fsyncs it.
-func writeZeros(f File, size int64) error {
-	zeros := make([]byte, min(size, walMinSegment))
-	var (
-		off int64
-		err error
-	)
-	for err == nil && off < size {
-		var n int
-		n, err = f.WriteAt(zeros[:min(int64(len(zeros)), size-off)], off)
-		off += int64(n)
-	}
-	if err != nil {
-		return err
-	}
-	return f.Sync()
-}
-
 // recycle keeps a sealed segment as a spare (up to walSpares of them) or
-// removes it; one smaller than keep (the size segments have grown to),
-// which takeSpare would not take, is removed. Called by a sync once the
-// segment's lines are durable.
-func (w *Writer) recycle(s sealedSegment, keep int64) error {
+// removes it. Called by a sync once the segment's lines are durable.
+func (w *Writer) recycle(s sealedSegment) error {
 	path := filepath.Join(w.dir, walDir, s.name)
-	if s.cap > 0 && s.cap >= keep {
+	if s.cap > 0 {
 		spareDir := filepath.Join(w.dir, walDir, walSpare)
 		if names, _, err := walSegments(w.fs, spareDir); err == nil && len(names) < walSpares {
 			if err := w.fs.MkdirAll(spareDir, dirMode); err == nil {
@@ -429,7 +409,6 @@ func (w *Writer) dropSpares() error {
 	if err != nil {
 		return err
 	}
-	names = append(names, spareTemp) // left by a preparation cut short
 	for _, name := range names {
 		if err := w.fs.Remove(filepath.Join(spareDir, name)); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return err

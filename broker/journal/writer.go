@@ -103,9 +103,6 @@ type Writer struct {
 	walNext   uint64          // number of the next segment
 	segSize   int64           // size of the next segment written ahead
 	walBuf    []byte
-	preparing bool            // a spare segment is being written ahead in the background (spare.go)
-	noPrepare bool            // Close began: no more
-	prepared  sync.WaitGroup  // the goroutine writing a spare ahead
 	dirty     map[string]bool // runs written since the last sync
 	headDirty bool
 	newFiles  bool // a run file was created since the last sync
@@ -776,7 +773,6 @@ type dirtySet struct {
 	head     bool
 	newFiles bool
 	segments []sealedSegment // log segments it then recycles
-	segSize  int64           // the size segments have grown to: smaller ones are not kept
 }
 
 // takeDirty hands over what was written since the last sync and seals the
@@ -789,7 +785,7 @@ func (w *Writer) takeDirty() dirtySet {
 	if w.wal != nil && w.wal.size > 0 {
 		w.sealCurrent()
 	}
-	d := dirtySet{head: w.headDirty, newFiles: w.newFiles, segSize: w.segSize}
+	d := dirtySet{head: w.headDirty, newFiles: w.newFiles}
 	var keep []sealedSegment
 	for _, sg := range w.walSealed {
 		if sg.seg != nil && sg.seg.pending > 0 {
@@ -869,7 +865,7 @@ func (w *Writer) syncFiles(d dirtySet) error {
 		}
 	}
 	for _, s := range d.segments {
-		if err := w.recycle(s, d.segSize); err != nil {
+		if err := w.recycle(s); err != nil {
 			return fmt.Errorf("log: %w", err)
 		}
 	}
@@ -909,11 +905,9 @@ func (w *Writer) Close() error {
 		w.mu.Unlock()
 		return nil
 	}
-	w.noPrepare = true
 	w.mu.Unlock()
 	close(w.stop)
 	w.wg.Wait()
-	w.prepared.Wait() // before the spares are dropped
 	w.mu.Lock()
 	last := w.lastStaged
 	w.mu.Unlock()
