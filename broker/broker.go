@@ -247,6 +247,7 @@ func (b *Broker) CloseRun(ctx context.Context, from Caller, c *CloseWork) error 
 	// opened meanwhile.
 	if !run.Closed {
 		b.closeSinks(c.Run)
+		b.flushSummaries(ctx, c.Run) // counts of refusals not recorded one by one
 	}
 	if _, err := b.runs.Close(ctx, c.Run); err != nil {
 		return err

@@ -237,6 +237,9 @@ func (b *Broker) refuseCaller(ctx context.Context, from Caller, sinkName policy.
 	}
 	if err := b.step(ctx, run.ID, journal.TypeDecision, effectID, dd); err != nil {
 		b.log.Error("caller refusal not recorded", "run", run.ID, "effect", effectID, "err", err)
+		if summarised > 0 {
+			b.floods.giveBack(k, summarised) // a later record carries them
+		}
 	} else {
 		d.Recorded = b.mode != policy.ModeOff
 	}

@@ -2,6 +2,7 @@ package broker_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"testing"
 
 	"github.com/gatehouse/gatehouse/broker"
@@ -36,6 +37,53 @@ func TestClosedRunTakesNoCallerRefusals(t *testing.T) {
 	evs := w.Events(t, run)
 	if got := evs[len(evs)-1].Type; got != journal.TypeRunClose || len(evs) != 5 {
 		t.Fatalf("the closed run's journal: %v", sinktest.Types(evs))
+	}
+	w.Verify(t)
+}
+
+// A flood of another agent's refusals on a run that closes at once: the
+// count of those not recorded one by one is written before run.close,
+// not lost with a timer that would find the run closed. Every refusal is
+// in the journal by itself or in a count, and the journal verifies.
+func TestRefusalCountWrittenBeforeTheRunCloses(t *testing.T) {
+	w := start(t, policy.ModeStrict, "agents:\n  - name: alice\n  - name: bob\n")
+	ctx := ctxT(t)
+	bob := w.NamedAgent(t, "bob", "")
+	run := w.Open(t, broker.OpenWork{Tenant: "globex", Person: "gus", Agent: "alice"})
+	const sent = 25
+	for i := 0; i < sent; i++ {
+		if _, err := bob.Output(ctx, run, "ok", i); errCode(err) != broker.CodeNotRunAgent {
+			t.Fatalf("bob on alice's run: %v", err)
+		}
+	}
+	if err := w.App.CloseWork(ctx, run, "done"); err != nil {
+		t.Fatal(err)
+	}
+	evs := w.Events(t, run)
+	if got := evs[len(evs)-1].Type; got != journal.TypeRunClose {
+		t.Fatalf("the run's journal does not end with its close: %v", sinktest.Types(evs))
+	}
+	alone, counted := 0, 0
+	for _, ev := range evs {
+		if ev.Type != journal.TypeDecision {
+			continue
+		}
+		var d journal.Decision
+		if err := json.Unmarshal(ev.Data, &d); err != nil {
+			t.Fatal(err)
+		}
+		if d.Refusal == broker.RefuseRepeatedRefusals {
+			var n int
+			if _, err := fmt.Sscanf(d.Reasons[len(d.Reasons)-1].Detail, "%d more", &n); err != nil {
+				t.Fatalf("summary %+v: %v", d.Reasons, err)
+			}
+			counted += n
+			continue
+		}
+		alone++
+	}
+	if alone+counted != sent || counted == 0 {
+		t.Fatalf("%d refusals recorded alone and %d counted, want %d in all", alone, counted, sent)
 	}
 	w.Verify(t)
 }

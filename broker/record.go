@@ -105,7 +105,12 @@ func (b *Broker) recordOutcome(ctx context.Context, run, effect string, res jour
 // it (the outcomes of effects already answered) is durable, or failed and
 // logged, or ctx ends. Readers that must see an answered effect's outcome
 // in the journal (tests, a clean shutdown) call it first.
-func (b *Broker) Flush(ctx context.Context) error { return b.later.wait(ctx) }
+// Counts of refusals not recorded one by one (refusalflood.go) are
+// written first.
+func (b *Broker) Flush(ctx context.Context) error {
+	b.flushSummaries(ctx, "")
+	return b.later.wait(ctx)
+}
 
 // inflight counts records under way and lets one wait for none. Its zero
 // value is ready to use; safe for concurrent use.

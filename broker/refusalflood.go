@@ -59,6 +59,9 @@ type floodBucket struct {
 	last       time.Time
 	suppressed int  // refusals answered and not recorded since the last record
 	pending    bool // a summary is scheduled
+	// The summary's decision to repeat and its timer, while pending.
+	dd    journal.Decision
+	timer *time.Timer
 }
 
 // refusalFlood is the broker's per-kind budget. The zero value is ready.
@@ -99,17 +102,45 @@ func (f *refusalFlood) take(k floodKey, now time.Time) (record bool, summarised 
 	return false, 0, schedule
 }
 
-// summary takes the count pending for k's summarising record.
-func (f *refusalFlood) summary(k floodKey) int {
+// summary takes the count pending for k's summarising record and the
+// decision it repeats, and stops its timer: whoever takes it writes it.
+func (f *refusalFlood) summary(k floodKey) (int, journal.Decision) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	b := f.keys[k]
 	if b == nil {
-		return 0
+		return 0, journal.Decision{}
 	}
-	n := b.suppressed
-	b.suppressed, b.pending = 0, false
-	return n
+	n, dd := b.suppressed, b.dd
+	if b.timer != nil {
+		b.timer.Stop()
+	}
+	b.suppressed, b.pending, b.dd, b.timer = 0, false, journal.Decision{}, nil
+	return n, dd
+}
+
+// giveBack returns n refusals to k's count when the record that was to
+// carry them could not be written, so a later record carries them.
+func (f *refusalFlood) giveBack(k floodKey, n int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if b := f.keys[k]; b != nil {
+		b.suppressed += n
+	}
+}
+
+// pendingOf lists the kinds with a summary pending, of run (every run
+// when run is "").
+func (f *refusalFlood) pendingOf(run string) []floodKey {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var ks []floodKey
+	for k, b := range f.keys {
+		if b.pending && (run == "" || k.run == run) {
+			ks = append(ks, k)
+		}
+	}
+	return ks
 }
 
 func (b *floodBucket) refill(now time.Time) {
@@ -134,28 +165,55 @@ func summaryReason(n int, refusal policy.Refusal) policy.Reason {
 		Detail: fmt.Sprintf("%d more refusals %s from this caller on this sink were answered and not recorded one by one", n, refusal)}
 }
 
-// summarise writes k's summarising record, floodRefill after its first
-// suppressed refusal, unless a record within budget carried the count
-// first. dd is the decision of that refusal, to repeat.
+// summarise schedules k's summarising record floodRefill after its first
+// suppressed refusal, unless a record within budget carries the count
+// first, or the run closes, or the broker flushes (flushSummaries), which
+// write it at once. dd is the decision of that refusal, to repeat.
 func (b *Broker) summarise(k floodKey, dd journal.Decision) {
-	time.AfterFunc(floodRefill, func() {
-		n := b.floods.summary(k)
-		if n == 0 {
-			return
-		}
+	b.floods.mu.Lock()
+	defer b.floods.mu.Unlock()
+	bk := b.floods.keys[k]
+	if bk == nil || !bk.pending {
+		return
+	}
+	bk.dd = dd
+	bk.timer = time.AfterFunc(floodRefill, func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
+		b.writeSummary(ctx, k, true)
+	})
+}
+
+// flushSummaries writes the summaries pending for run (every run when run
+// is ""): before a run closes (nothing enters a closed run's journal, so
+// a count left pending would be lost) and when the broker flushes at
+// shutdown.
+func (b *Broker) flushSummaries(ctx context.Context, run string) {
+	for _, k := range b.floods.pendingOf(run) {
+		b.writeSummary(ctx, k, run == "")
+	}
+}
+
+// writeSummary writes k's summarising record if a count is pending.
+// checkRun: look the run up first (a timer's summary, or a flush of every
+// run); a run being closed has not been closed yet.
+func (b *Broker) writeSummary(ctx context.Context, k floodKey, checkRun bool) {
+	n, dd := b.floods.summary(k)
+	if n == 0 {
+		return
+	}
+	if checkRun {
 		if run, err := b.runs.Get(ctx, k.run); err != nil || run.Closed {
 			b.log.Warn("repeated refusals not summarised: the run is closed or unreadable", "run", k.run, "refusal", k.refusal, "count", n, "err", err)
 			return
 		}
-		// The record stands for the n refusals only: its refusal says so,
-		// its first reason is theirs, its second their count.
-		dd.Refusal = RefuseRepeatedRefusals
-		dd.Reasons = append(dd.Reasons[:1:1], summaryReason(n, k.refusal))
-		effectID := newID("e_", b.now())
-		if err := b.step(ctx, k.run, journal.TypeDecision, effectID, dd); err != nil {
-			b.log.Error("repeated refusals not summarised", "run", k.run, "refusal", k.refusal, "count", n, "err", err)
-		}
-	})
+	}
+	// The record stands for the n refusals only: its refusal says so,
+	// its first reason is theirs, its second their count.
+	dd.Refusal = RefuseRepeatedRefusals
+	dd.Reasons = append(dd.Reasons[:1:1], summaryReason(n, k.refusal))
+	effectID := newID("e_", b.now())
+	if err := b.step(ctx, k.run, journal.TypeDecision, effectID, dd); err != nil {
+		b.log.Error("repeated refusals not summarised", "run", k.run, "refusal", k.refusal, "count", n, "err", err)
+	}
 }

@@ -40,12 +40,12 @@ func TestRefusalFloodBudget(t *testing.T) {
 	if rec, n, _ := f.take(k, now.Add(floodRefill)); !rec || n != 7 {
 		t.Fatalf("after a refill: record %v, summarised %d, want 7", rec, n)
 	}
-	if n := f.summary(k); n != 0 {
+	if n, _ := f.summary(k); n != 0 {
 		t.Fatalf("the summary counted %d already carried", n)
 	}
 	// Suppressed again; this time the summary takes the count.
 	f.take(k, now.Add(floodRefill))
-	if n := f.summary(k); n != 1 {
+	if n, _ := f.summary(k); n != 1 {
 		t.Fatalf("summary %d, want 1", n)
 	}
 	if _, _, sched := f.take(k, now.Add(floodRefill)); !sched {
