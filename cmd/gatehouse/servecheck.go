@@ -148,7 +148,7 @@ const dataDirLock = "serve.lock"
 // meeting it half-way through its start (the embedded NATS's store, the
 // journal's lock, a port) after seconds.
 func (c *serveConfig) claimDataDir() (release func(), err error) {
-	if err := os.Mkdir(c.dataDir, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
+	if err := os.MkdirAll(c.dataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("data dir: %w", err)
 	}
 	path := filepath.Join(c.dataDir, dataDirLock)
