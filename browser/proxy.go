@@ -530,8 +530,15 @@ func (px *proxy) connectTunnel(d Decider, conn net.Conn, br *bufio.Reader, autho
 		// A WebSocket to the run's site that a document of another
 		// origin opens is to another site (initiator).
 		from, foreign := "", false
-		if head, ok := peekHead(conn, br); ok && strings.EqualFold(head.Header.Get("Upgrade"), "websocket") {
+		br = bufio.NewReaderSize(br, maxTunnelHead) // a handshake with a large cookie jar fits
+		switch head, started := peekHead(conn, br); {
+		case head != nil && strings.EqualFold(head.Header.Get("Upgrade"), "websocket"):
 			from, foreign = initiator(head.Header, page)
+		case head == nil && started:
+			// A request head too large, malformed or not finished
+			// within the wait: who opened it cannot be told, so it is
+			// another site's until decided (fail closed).
+			from, foreign = OpaqueOrigin, true
 		}
 		if !foreign {
 			px.pipe(conn, br, authority, tlsUp, nil)
@@ -881,11 +888,16 @@ func (snd *send) performTunnel(prop *broker.Proposal) (*broker.Performed, error)
 	return &broker.Performed{Result: res}, nil
 }
 
+// maxTunnelHead bounds the request head peekHead reads at the start of
+// a tunnel to the run's site.
+const maxTunnelHead = 64 << 10
+
 // peekHead looks at the HTTP request head at the start of an accepted
 // tunnel without taking it from br (a ws:// WebSocket's handshake, always
-// a GET); false when the tunnel does not start with one (TURN over TCP),
-// it does not fit br, or it does not come within 10 s.
-func peekHead(conn net.Conn, br *bufio.Reader) (*http.Request, bool) {
+// a GET). started says the tunnel starts as a GET; the head is nil when
+// it does not (TURN over TCP), or when it does but the head does not fit
+// br, is malformed, or does not come within 10 s.
+func peekHead(conn net.Conn, br *bufio.Reader) (head *http.Request, started bool) {
 	_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second))
 	defer func() { _ = conn.SetReadDeadline(time.Time{}) }()
 	if first, err := br.Peek(4); err != nil || string(first) != "GET " {
@@ -895,10 +907,13 @@ func peekHead(conn net.Conn, br *bufio.Reader) (*http.Request, bool) {
 		b, err := br.Peek(n)
 		if i := bytes.Index(b, []byte("\r\n\r\n")); i >= 0 {
 			req, err := http.ReadRequest(bufio.NewReader(bytes.NewReader(b[:i+4])))
-			return req, err == nil
+			if err != nil {
+				return nil, true
+			}
+			return req, true
 		}
 		if err != nil || n >= br.Size() {
-			return nil, false
+			return nil, true
 		}
 		// What has arrived first; then wait for one byte more.
 		if buffered := br.Buffered(); buffered > n {
