@@ -1,6 +1,7 @@
 package browser
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"time"
@@ -30,35 +31,52 @@ import (
 // next, another site (not in mode off, and not on the run's first goto):
 // it closes every other page of the run (popups), takes page (the one the
 // goto acts on) to about:blank and clears its window.name, waits for what
-// that set off to be decided and recorded (settle), and in strict mode
-// moves the cookies (moveCookies). The caller holds s.act.
-func (p *Pool) leaveSite(s *session, page playwright.Page, next string) {
+// that set off to be decided and recorded (settle), closes any popup the
+// old page opened meanwhile, and in strict mode moves the cookies
+// (moveCookies). In strict mode a step that fails fails the goto (an
+// error wrapping nothing the agent may not see): the old site's page,
+// or its planted cookies, would otherwise come along. In report mode it
+// is logged and the goto goes on. The caller holds s.act.
+func (p *Pool) leaveSite(s *session, page playwright.Page, next string) error {
 	d := p.boundDecider()
 	old := s.pageHost()
 	if d == nil || d.Mode() == policy.ModeOff || old == "" || next == "" || strings.EqualFold(old, next) {
-		return
+		return nil
 	}
+	strict := d.Mode() == policy.ModeStrict
 	s.mu.Lock()
-	pages, bctx := slices.Clone(s.pages), s.bctx
+	bctx := s.bctx
 	s.mu.Unlock()
-	for _, pg := range pages {
-		if pg != page && !pg.IsClosed() {
-			_ = pg.Close()
+	closeOthers := func() {
+		s.mu.Lock()
+		pages := slices.Clone(s.pages)
+		s.mu.Unlock()
+		for _, pg := range pages {
+			if pg != page && !pg.IsClosed() {
+				_ = pg.Close()
+			}
 		}
 	}
+	closeOthers()
 	_, err := page.Goto("about:blank")
 	if err == nil {
 		_, err = page.Evaluate("() => { window.name = ''; }")
 	}
 	if err != nil {
 		p.log.Warn("the old site's page was not left", "run", s.run, "err", err)
-	}
-	s.settle(p.cfg.SettleQuiet, p.cfg.SettleMax, time.Now())
-	if d.Mode() == policy.ModeStrict && bctx != nil {
-		if err := s.moveCookies(bctx, old, next); err != nil {
-			p.log.Warn("cookies not moved on a change of site", "run", s.run, "err", err)
+		if strict {
+			return fmt.Errorf("the page of %s could not be left before going to %s: %w", old, next, err)
 		}
 	}
+	s.settle(p.cfg.SettleQuiet, p.cfg.SettleMax, time.Now())
+	closeOthers() // popups the old page opened while it was left
+	if strict && bctx != nil {
+		if err := s.moveCookies(bctx, old, next); err != nil {
+			p.log.Warn("cookies not moved on a change of site", "run", s.run, "err", err)
+			return fmt.Errorf("the cookies of %s could not be set aside before going to %s: %w", old, next, err)
+		}
+	}
+	return nil
 }
 
 // cookieKey names a cookie in the jar.
@@ -103,8 +121,7 @@ func (s *session) moveCookies(bctx playwright.BrowserContext, old, next string) 
 		}
 	}
 	s.ownCookies[old] = own
-	restore := s.hidden
-	s.hidden = nil
+	restore := s.hidden // hidden until they are back in the jar
 	s.mu.Unlock()
 
 	if len(restore) > 0 {

@@ -306,7 +306,9 @@ func (p *Pool) perform(ctx context.Context, r *broker.Run, req *broker.EffectReq
 	switch a.name {
 	case ActionGoto:
 		// What the old site's pages hold stays behind (leave.go).
-		p.leaveSite(s, page, hostPath(a.url).host)
+		if err := p.leaveSite(s, page, hostPath(a.url).host); err != nil {
+			return nil, failed(err)
+		}
 		s.startGoto(a.url)
 		resp, err := page.Goto(a.url)
 		s.endGoto(page.URL())
