@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -98,4 +99,34 @@ func StreamFull(err error) error {
 		return fmt.Errorf("%w: %v", ErrStreamFull, err)
 	}
 	return err
+}
+
+// MinStreamBytes is the smallest bound CreateLimitedStream falls back to.
+const MinStreamBytes = 16 << 20
+
+// CreateLimitedStream creates or updates the stream cfg (its bounds set by
+// Apply). JetStream reserves a stream's MaxBytes against the storage it
+// may use (75% of the free disk on the embedded server, an account's
+// max_file_store on another): when the bound cannot be reserved, it is
+// halved, down to MinStreamBytes, and the stream made with the largest
+// that fits, so a small disk gives a smaller bound, not a serve that
+// cannot start. It returns the bound the stream has.
+func CreateLimitedStream(ctx context.Context, js jetstream.JetStream, cfg jetstream.StreamConfig) (int64, error) {
+	for {
+		_, err := js.CreateOrUpdateStream(ctx, cfg)
+		if err == nil || !insufficientStorage(err) || cfg.MaxBytes <= MinStreamBytes {
+			return cfg.MaxBytes, err
+		}
+		cfg.MaxBytes = max(cfg.MaxBytes/2, MinStreamBytes)
+	}
+}
+
+// insufficientStorage reports whether err is JetStream refusing a stream
+// whose bounds it cannot reserve.
+func insufficientStorage(err error) bool {
+	var apiErr *jetstream.APIError
+	if !errors.As(err, &apiErr) {
+		return false
+	}
+	return apiErr.ErrorCode == 10047 || apiErr.ErrorCode == 10023 || strings.Contains(strings.ToLower(apiErr.Description), "insufficient")
 }

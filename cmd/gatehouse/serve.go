@@ -512,6 +512,15 @@ func openSinks(ctx context.Context, js jetstream.JetStream, c *serveConfig, sb *
 	if err != nil {
 		return s, err
 	}
+	for _, st := range []struct {
+		name, flag  string
+		asked, took int64
+	}{{"outputs", "--output-max-mb", outLim.OrDefault().MaxBytes, out.Limits().MaxBytes}, {"peer", "--peer-max-mb", peerLim.OrDefault().MaxBytes, peers.Limits().MaxBytes}} {
+		if st.took < st.asked {
+			log.Warn("stream bound lowered: JetStream cannot reserve the bytes asked on this storage", "stream", st.name,
+				"asked_mb", st.asked>>20, "bound_mb", st.took>>20, "fix", "more free disk (or max_file_store), or a smaller "+st.flag)
+		}
+	}
 	art, err := openArtifactStore(ctx, js, c, s)
 	if err != nil {
 		return s, err

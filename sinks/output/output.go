@@ -78,9 +78,11 @@ func NewWithLimits(ctx context.Context, js jetstream.JetStream, replicas int, li
 	}
 	lim = lim.OrDefault()
 	lim.Apply(&cfg)
-	if _, err := js.CreateOrUpdateStream(ctx, cfg); err != nil {
+	got, err := broker.CreateLimitedStream(ctx, js, cfg) // a smaller bound on a small disk
+	if err != nil {
 		return nil, fmt.Errorf("outputs stream: %w", err)
 	}
+	lim.MaxBytes = got
 	return &Sink{js: js, now: time.Now, lim: lim}, nil
 }
 
@@ -139,3 +141,7 @@ func (s *Sink) Perform(ctx context.Context, run *broker.Run, req *broker.EffectR
 		Reply:  reply,
 	}, nil
 }
+
+// Limits are the bounds its stream has (MaxBytes smaller than asked on a
+// disk too small to reserve it: broker.CreateLimitedStream).
+func (s *Sink) Limits() broker.StreamLimits { return s.lim }

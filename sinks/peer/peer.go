@@ -203,9 +203,11 @@ func NewWithLimits(ctx context.Context, js jetstream.JetStream, replicas int, li
 	}
 	lim = lim.OrDefault()
 	lim.Apply(&cfg)
-	if _, err := js.CreateOrUpdateStream(ctx, cfg); err != nil {
+	got, err := broker.CreateLimitedStream(ctx, js, cfg) // a smaller bound on a small disk
+	if err != nil {
 		return nil, fmt.Errorf("peer stream: %w", err)
 	}
+	lim.MaxBytes = got
 	kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
 		Bucket:      subject.PeerBucket,
 		Description: "Gatehouse: the runs and agents of each piece of work, for broadcasts",
@@ -558,3 +560,7 @@ func clip(s string) string {
 	}
 	return strings.ToValidUTF8(s, "?")
 }
+
+// Limits are the bounds its stream has (MaxBytes smaller than asked on a
+// disk too small to reserve it: broker.CreateLimitedStream).
+func (s *Sink) Limits() broker.StreamLimits { return s.lim }
