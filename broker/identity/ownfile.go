@@ -21,7 +21,9 @@ var ErrNotOwnFile = errors.New("another user could write this file")
 // between them. power says what such a user could do, for the error
 // ("rewrite the policy"); the error names the file and the fix.
 func ReadOwnFile(path, power string, limit int64) ([]byte, error) {
-	f, err := os.Open(path)
+	// O_NONBLOCK: a named pipe planted in its place opens at once (and is
+	// then refused as not a regular file) instead of hanging serve.
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return nil, err
 	}
