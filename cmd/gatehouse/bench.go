@@ -228,6 +228,10 @@ func benchGatehouse(ctx context.Context, env *cliEnv, c *benchConfig) (benchFigu
 		lat    []time.Duration
 		acked  []string
 		errors map[string]int
+		// unsettled: a request ended without the broker's answer (no
+		// reply in time, a lost connection), so the broker may still
+		// decide and record it; its run stays open.
+		unsettled bool
 	}
 	results := make([]agentResult, c.agents)
 	agents := make([]*client.Client, c.agents)
@@ -268,7 +272,10 @@ func benchGatehouse(ctx context.Context, env *cliEnv, c *benchConfig) (benchFigu
 				cancel()
 				switch {
 				case err != nil:
-					r.errors[benchErrCode(err)]++
+					code := benchErrCode(err)
+					r.errors[code]++
+					var eb *broker.ErrorBody
+					r.unsettled = r.unsettled || !errors.As(err, &eb)
 				case reply.Decision != nil && reply.Decision.Recorded:
 					r.lat = append(r.lat, d)
 					r.acked = append(r.acked, runs[i]+" "+reply.Effect+"\n")
@@ -280,7 +287,22 @@ func benchGatehouse(ctx context.Context, env *cliEnv, c *benchConfig) (benchFigu
 	}
 	wg.Wait()
 	elapsed := time.Since(start)
-	closeBenchRuns(app, runs, c.cf.timeout, env)
+	// A run with a request the broker may still be deciding stays open:
+	// closed now, that request's decision could be recorded after the
+	// close, which verify reports.
+	var closing []string
+	open := 0
+	for i, r := range results {
+		if r.unsettled {
+			open++
+			continue
+		}
+		closing = append(closing, runs[i])
+	}
+	closeBenchRuns(app, closing, c.cf.timeout, env)
+	if open > 0 {
+		fmt.Fprintf(env.stderr, "bench: %d of its %d runs left open: a request of each ended without the broker's answer (it may still be recorded); close them with gatehouse work close RUN\n", open, len(runs))
+	}
 	f := benchFigures{Seconds: elapsed.Seconds(), Errors: map[string]int{}}
 	var lat []time.Duration
 	var acked []string
