@@ -80,6 +80,7 @@ var runtimeOwnFuncs = map[string]string{
 	"(*" + module + "/cmd/gatehouse.serveConfig).claimDataDir": "serve making its data dir (0700) and holding its lock file, so a second serve on it fails at once",
 	module + "/cmd/gatehouse.signsCheckpoints":                 "'gatehouse checkpoint' asking the local serve's web address (GET /checkpoint/key) whether it signs checkpoints, to say how to get one",
 	module + "/cmd/gatehouse.readUserFileInfo":                 "opening, read-only and without blocking, a key or checkpoint file the operator named (O_NONBLOCK makes the call os.OpenFile)",
+	module + "/broker/identity.ReadOwnFile":                    "opening, read-only and without blocking, the policy or grounding file serve decides by (O_NONBLOCK makes the call os.OpenFile)",
 	"(*" + module + "/broker.RequestIDs).claim":                "the request-id bucket: claiming an agent's request_id so it is decided at most once",
 	"(*" + module + "/broker.requestClaim).recording":          "the request-id bucket: marking a claimed request as being recorded",
 	"(*" + module + "/broker.requestClaim).settle":             "the request-id bucket: keeping a decided request's reply, or releasing its claim",
