@@ -222,6 +222,11 @@ func TestReplyGoesOnlyToTheRequestersInbox(t *testing.T) {
 			if json.Unmarshal(msg.Data, &r) != nil || r.Run != w.runs[id] {
 				t.Fatalf("reply on %s: %s", target, msg.Data)
 			}
+			// Its outcome is recorded after the reply: in the journal
+			// before the next case counts it.
+			if err := w.b.Flush(context.Background()); err != nil {
+				t.Fatal(err)
+			}
 			return
 		}
 		dropped++

@@ -108,7 +108,10 @@ func (f *refusalFlood) summary(k floodKey) (int, journal.Decision) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	b := f.keys[k]
-	if b == nil {
+	if b == nil || b.timer == nil {
+		// Nothing pending, or its summary not scheduled yet (the
+		// refusal that made it pending is still being answered): its
+		// timer will take it.
 		return 0, journal.Decision{}
 	}
 	n, dd := b.suppressed, b.dd
@@ -170,18 +173,24 @@ func summaryReason(n int, refusal policy.Refusal) policy.Reason {
 // first, or the run closes, or the broker flushes (flushSummaries), which
 // write it at once. dd is the decision of that refusal, to repeat.
 func (b *Broker) summarise(k floodKey, dd journal.Decision) {
-	b.floods.mu.Lock()
-	defer b.floods.mu.Unlock()
-	bk := b.floods.keys[k]
-	if bk == nil || !bk.pending {
-		return
-	}
-	bk.dd = dd
-	bk.timer = time.AfterFunc(floodRefill, func() {
+	b.floods.schedule(k, dd, floodRefill, func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		b.writeSummary(ctx, k, true)
 	})
+}
+
+// schedule keeps dd as the decision k's summary repeats and runs write
+// after wait, unless summary takes the count first.
+func (f *refusalFlood) schedule(k floodKey, dd journal.Decision, wait time.Duration, write func()) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	bk := f.keys[k]
+	if bk == nil || !bk.pending || bk.timer != nil {
+		return
+	}
+	bk.dd = dd
+	bk.timer = time.AfterFunc(wait, write)
 }
 
 // flushSummaries writes the summaries pending for run (every run when run

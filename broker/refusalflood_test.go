@@ -3,6 +3,9 @@ package broker
 import (
 	"testing"
 	"time"
+
+	"github.com/gatehouse/gatehouse/broker/journal"
+	"github.com/gatehouse/gatehouse/policy"
 )
 
 // The budget of a kind of refusal: the first floodBurst are recorded, the
@@ -43,10 +46,18 @@ func TestRefusalFloodBudget(t *testing.T) {
 	if n, _ := f.summary(k); n != 0 {
 		t.Fatalf("the summary counted %d already carried", n)
 	}
-	// Suppressed again; this time the summary takes the count.
+	// Suppressed again; this time the summary takes the count, once it
+	// is scheduled (before, the refusal that made it pending is still
+	// being answered, and a flush leaves it to the timer).
 	f.take(k, now.Add(floodRefill))
-	if n, _ := f.summary(k); n != 1 {
-		t.Fatalf("summary %d, want 1", n)
+	if n, _ := f.summary(k); n != 0 {
+		t.Fatalf("an unscheduled summary was taken: %d", n)
+	}
+	dd := journal.Decision{}
+	dd.Reasons = []policy.Reason{{Refusal: RefuseRunOfAnotherAgent}}
+	f.schedule(k, dd, time.Hour, func() {})
+	if n, got := f.summary(k); n != 1 || len(got.Reasons) != 1 {
+		t.Fatalf("summary %d %+v, want 1 with the decision kept", n, got)
 	}
 	if _, _, sched := f.take(k, now.Add(floodRefill)); !sched {
 		t.Fatal("a new burst after a summary schedules a new one")

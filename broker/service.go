@@ -228,17 +228,27 @@ func (s *Service) Close() error {
 
 // respond answers with v as JSON; a reply carrying an error also sets the
 // NATS micro error headers, so `nats req` and micro clients see the code.
+// The headers are set on Respond rather than through micro's Error:
+// requests are answered from a goroutine of their own (dispatch), and
+// Error records the error in the request, which micro's handler loop
+// reads for its stats once the handler returns, unsynchronised (a data
+// race; and for an answer given later it counted nothing anyway).
 func respond(r micro.Request, v any) {
 	b, err := json.Marshal(v)
 	if err != nil {
-		_ = r.Error(string(CodeInternal), "encode reply: "+err.Error(), nil)
+		_ = r.Respond(nil, errorHeaders(CodeInternal, "encode reply: "+err.Error()))
 		return
 	}
 	if e := replyError(v); e != nil {
-		_ = r.Error(string(e.Code), firstLine(e.Message), b)
+		_ = r.Respond(b, errorHeaders(e.Code, firstLine(e.Message)))
 		return
 	}
 	_ = r.Respond(b)
+}
+
+// errorHeaders are NATS micro's error headers for code and description.
+func errorHeaders(code Code, description string) micro.RespondOpt {
+	return micro.WithHeaders(micro.Headers{micro.ErrorCodeHeader: {string(code)}, micro.ErrorHeader: {description}})
 }
 
 func replyError(v any) *ErrorBody {
