@@ -87,6 +87,10 @@ func TestDashboardSurvivesRestartInChromium(t *testing.T) {
 	_, err = other.Goto(v.base + "/status")
 	must(t, err)
 	must(t, other.Locator("form.who button").Click())
+	// Signed out once the sign-in page is there; closing the tab while
+	// its navigation was still under way once waited on Playwright for
+	// ever.
+	must(t, other.WaitForURL(func(u string) bool { return strings.Contains(u, "/login") }))
 	must(t, other.Close())
 	if err := v.page.Locator("#banner[data-kind=signed-out]").WaitFor(playwright.LocatorWaitForOptions{Timeout: playwright.Float(20000)}); err != nil {
 		t.Fatalf("the page does not say the session ended: %v", err)
