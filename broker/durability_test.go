@@ -14,11 +14,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/gatehouse/gatehouse/broker"
-	"github.com/gatehouse/gatehouse/broker/client"
-	"github.com/gatehouse/gatehouse/broker/embedded"
 	"github.com/gatehouse/gatehouse/broker/journal"
 	"github.com/gatehouse/gatehouse/broker/journal/crashfs"
-	"github.com/gatehouse/gatehouse/policy"
 	"github.com/gatehouse/gatehouse/sinks/output"
 )
 
@@ -103,55 +100,21 @@ func TestDecisionIsOnDiskBeforeTheEffect(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ns, err := embedded.Start(embedded.Config{Dir: filepath.Join(dir, "nats"), Port: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(ns.Shutdown)
-	nc, err := ns.Connect(embedded.RoleBroker)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, _ := jetstream.New(nc)
-	ctx := context.Background()
-	runs, err := broker.OpenKVRuns(ctx, js, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(runs.Stop)
-	w, err := journal.Open(jdir, journal.WriterOptions{FS: cfs, SyncInterval: time.Hour})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = w.Close() })
-	cm := journal.NewCommitter(w, journal.CommitterOptions{})
-	t.Cleanup(cm.Close)
-	out, err := output.New(ctx, js, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sink := &crashCheckingSink{Sink: out, t: t, cfs: cfs}
-	b, err := broker.New(broker.Config{Mode: policy.ModeStrict}, runs, broker.NewCommitted(func() *journal.Committer { return cm }), policy.Default(), sink)
-	if err != nil {
-		t.Fatal(err)
-	}
-	svc, err := broker.Serve(nc, b, broker.ServiceConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = svc.Close() })
-	creds := func(r embedded.Role) string { return embedded.CredsPath(filepath.Join(dir, "nats"), r) }
-	app, err := client.Dial(ns.URL, client.App, creds(embedded.RoleApp))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(app.Close)
-	agent, err := client.Dial(ns.URL, client.Agent, creds(embedded.RoleAgent))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(agent.Close)
+	var sink *crashCheckingSink
+	bed := newBrokerBed(t, dir, func(jetstream.JetStream) broker.Journal {
+		w, err := journal.Open(jdir, journal.WriterOptions{FS: cfs, SyncInterval: time.Hour})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = w.Close() })
+		cm := journal.NewCommitter(w, journal.CommitterOptions{})
+		t.Cleanup(cm.Close)
+		return broker.NewCommitted(func() *journal.Committer { return cm })
+	}, func(out *output.Sink) broker.Sink {
+		sink = &crashCheckingSink{Sink: out, t: t, cfs: cfs}
+		return sink
+	})
+	app, agent, ctx := bed.app, bed.agent, context.Background()
 
 	const agents, each = 4, 8
 	var (

@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 
@@ -45,6 +46,9 @@ func (b *Broker) recordDecision(ctx context.Context, reply *EffectReply, run, ef
 	if err != nil {
 		if b.mode == policy.ModeStrict {
 			b.log.Error("decision not recorded; refusing", "run", run, "effect", effect, "err", err)
+			if attempt != nil && errors.Is(err, ErrMaybeRecorded) {
+				b.settleInDoubt(evs)
+			}
 			reply.Decision = &DecisionBody{Outcome: journal.OutcomeRefused, Mode: b.mode, Enforced: true,
 				Rule: "journal", Reasons: []policy.Reason{{Rule: "journal", Enforced: true,
 					Detail: "strict mode refuses an effect whose decision cannot be recorded"}}}
@@ -151,4 +155,38 @@ func (f *inflight) wait(ctx context.Context) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+}
+
+// settleInDoubt follows a decision and attempt whose record may have been
+// stored although the stream never acknowledged it, for an effect strict
+// mode then refused and did not perform. It keeps recording them (the
+// same event ids: stored once) for as long as the stream dedupes them,
+// and once they are known to be stored records the effect's outcome as
+// not performed, so the journal does not show an attempt that might have
+// happened.
+func (b *Broker) settleInDoubt(evs []*journal.Event) {
+	b.later.add()
+	go func() {
+		defer b.later.done()
+		ctx, cancel := context.WithTimeout(context.Background(), journal.StreamDuplicates/2) // well inside the window
+		defer cancel()
+		for {
+			err := recordGroup(ctx, b.journal, evs)
+			if err == nil {
+				break
+			}
+			// Even the stream's "no" is not final while an earlier publish
+			// may be in flight between servers: ask until the dedupe
+			// window closes.
+			select {
+			case <-ctx.Done():
+				b.log.Error("decision in doubt not settled: it may be in the journal with an attempt that was not performed",
+					"run", evs[0].Run, "effect", evs[0].Effect, "err", err)
+				return
+			case <-time.After(time.Second):
+			}
+		}
+		b.recordOutcome(ctx, evs[0].Run, evs[0].Effect, journal.Result{Status: "failed", Error: "not-performed"}, true)
+		b.log.Warn("a decision in doubt was stored; its effect was not performed, and that is recorded", "run", evs[0].Run, "effect", evs[0].Effect)
+	}()
 }

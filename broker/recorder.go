@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/gatehouse/gatehouse/broker/journal"
@@ -43,9 +44,21 @@ type PipelinedJournal interface {
 // journal writer. On one NATS server JetStream does not fsync each
 // message: that shape's brokers record through a Committed journal
 // instead. Safe for concurrent use; Close waits for pipelined events.
+//
+// A publish that ends without the stream's answer (no acknowledgement in
+// time, a connection lost while a stream leader is elected) may still be
+// stored: nats.go keeps what it could not send and sends it once it has
+// reconnected. Such a publish is sent again, under the same message id,
+// until the stream answers: an acknowledgement, new or of a duplicate,
+// means stored once; an error from the stream means not stored. So when
+// Record returns, the broker knows which it was, and an effect it refused
+// for want of a record has none that lands later, after its answer (and
+// perhaps after its run's close). Only if the stream stays silent for the
+// settle time does the error stand as ErrMaybeRecorded.
 type Recorder struct {
 	js      jetstream.JetStream
-	timeout time.Duration
+	timeout time.Duration  // one publish's wait for its acknowledgement
+	settle  time.Duration  // how long a publish in doubt is sent again
 	later   sync.WaitGroup // RecordLater's acks being waited for
 }
 
@@ -54,12 +67,21 @@ var (
 	_ PipelinedJournal = (*Recorder)(nil)
 )
 
-// NewRecorder returns a Recorder; timeout bounds each publish (default 5 s).
+// ErrMaybeRecorded is wrapped in ErrJournal when a publish got no answer
+// from the stream however often it was sent: the event may be stored.
+var ErrMaybeRecorded = errors.New("the stream did not answer: the event may still be stored")
+
+// recorderRetryWait is the pause between publishes of an event in doubt.
+const recorderRetryWait = 200 * time.Millisecond
+
+// NewRecorder returns a Recorder; timeout bounds each publish's wait for
+// its acknowledgement (default 5 s), and a publish in doubt is sent again
+// for three times that.
 func NewRecorder(js jetstream.JetStream, timeout time.Duration) *Recorder {
 	if timeout <= 0 {
 		timeout = 5 * time.Second
 	}
-	return &Recorder{js: js, timeout: timeout}
+	return &Recorder{js: js, timeout: timeout, settle: 3 * timeout}
 }
 
 // Record publishes e and waits for the stream's acknowledgement. The event
@@ -89,18 +111,46 @@ func (r *Recorder) RecordGroup(ctx context.Context, events ...*journal.Event) er
 	return r.publish(ctx, events[0], b)
 }
 
+// publish sends b until the stream answers (see Recorder) or settle
+// passes or ctx ends.
 func (r *Recorder) publish(ctx context.Context, e *journal.Event, b []byte) error {
-	ctx, cancel := context.WithTimeout(ctx, r.timeout)
-	defer cancel()
-	if _, err := r.js.Publish(ctx, subject.Journal(e.Run), b, jetstream.WithMsgID(e.ID), jetstream.WithExpectStream(subject.JournalStream)); err != nil {
-		return fmt.Errorf("%w: publish %s for run %s: %v", ErrJournal, e.Type, e.Run, err)
+	deadline := time.Now().Add(r.settle)
+	inDoubt := false // an earlier publish of b may be stored
+	for {
+		pctx, cancel := context.WithTimeout(ctx, r.timeout)
+		_, err := r.js.Publish(pctx, subject.Journal(e.Run), b, jetstream.WithMsgID(e.ID), jetstream.WithExpectStream(subject.JournalStream))
+		cancel()
+		if err == nil {
+			return nil
+		}
+		// The stream's own error (wrong stream, limits): it did not store
+		// b, and had an earlier publish been stored, this one would have
+		// been acknowledged as its duplicate.
+		var apiErr *jetstream.APIError
+		if errors.As(err, &apiErr) {
+			return fmt.Errorf("%w: publish %s for run %s: %v", ErrJournal, e.Type, e.Run, err)
+		}
+		// No stream listening: this publish was not stored, and no earlier
+		// one is waiting to be.
+		noStream := errors.Is(err, jetstream.ErrNoStreamResponse) || errors.Is(err, nats.ErrNoResponders)
+		if noStream && !inDoubt {
+			return fmt.Errorf("%w: publish %s for run %s: %v", ErrJournal, e.Type, e.Run, err)
+		}
+		inDoubt = inDoubt || !noStream
+		if time.Now().Add(recorderRetryWait).After(deadline) || ctx.Err() != nil {
+			return fmt.Errorf("%w: %w: publish %s for run %s: %v", ErrJournal, ErrMaybeRecorded, e.Type, e.Run, err)
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(recorderRetryWait):
+		}
 	}
-	return nil
 }
 
 // RecordLater publishes e without waiting; done gets the outcome of its
-// acknowledgement (within the Recorder's timeout). Published on the same
-// connection after what was recorded before, it is stored after it.
+// acknowledgement. Published on the same connection after what was
+// recorded before, it is stored after it. When its acknowledgement does
+// not come, e is published again as Record does.
 func (r *Recorder) RecordLater(e *journal.Event, done func(error)) {
 	b, err := json.Marshal(e)
 	if err != nil {
@@ -109,7 +159,7 @@ func (r *Recorder) RecordLater(e *journal.Event, done func(error)) {
 	}
 	f, err := r.js.PublishAsync(subject.Journal(e.Run), b, jetstream.WithMsgID(e.ID), jetstream.WithExpectStream(subject.JournalStream))
 	if err != nil {
-		done(fmt.Errorf("%w: publish %s for run %s: %v", ErrJournal, e.Type, e.Run, err))
+		r.later.Go(func() { done(r.publish(context.Background(), e, b)) })
 		return
 	}
 	r.later.Go(func() {
@@ -119,14 +169,19 @@ func (r *Recorder) RecordLater(e *journal.Event, done func(error)) {
 		case <-f.Ok():
 			done(nil)
 		case err := <-f.Err():
-			done(fmt.Errorf("%w: publish %s for run %s: %v", ErrJournal, e.Type, e.Run, err))
+			var apiErr *jetstream.APIError
+			if errors.As(err, &apiErr) {
+				done(fmt.Errorf("%w: publish %s for run %s: %v", ErrJournal, e.Type, e.Run, err))
+				return
+			}
+			done(r.publish(context.Background(), e, b))
 		case <-t.C:
-			done(fmt.Errorf("%w: publish %s for run %s: no acknowledgement within %s", ErrJournal, e.Type, e.Run, r.timeout))
+			done(r.publish(context.Background(), e, b))
 		}
 	})
 }
 
-// Close waits until every RecordLater was acknowledged or timed out.
+// Close waits until every RecordLater was acknowledged or given up.
 func (r *Recorder) Close() { r.later.Wait() }
 
 // sameRun checks a group names one run.
