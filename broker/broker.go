@@ -110,6 +110,8 @@ type Broker struct {
 	journal Journal
 	sinks   map[policy.Sink]Sink
 	policy  atomic.Pointer[policy.Policy]
+	// decisions under way, per run: a run's close waits for them
+	deciding deciding
 
 	approvals  Approvals
 	requests   *RequestIDs
@@ -256,6 +258,12 @@ func (b *Broker) CloseRun(ctx context.Context, from Caller, c *CloseWork) error 
 	if b.mode == policy.ModeOff {
 		return nil
 	}
+	wctx, cancel := context.WithTimeout(ctx, closeWaitsForDecisions)
+	err = b.deciding.wait(wctx, c.Run)
+	cancel()
+	if err != nil {
+		b.log.Warn("closing a run while this broker is still recording a decision for it: that decision may follow the run.close", "run", c.Run)
+	}
 	ev, err := b.event(c.Run, journal.TypeRunClose, "", journal.RunClose{Status: c.Status})
 	if err != nil {
 		return err
@@ -307,6 +315,10 @@ func (b *Broker) propose(ctx context.Context, from Caller, sinkName policy.Sink,
 		b.log.Warn("effect request refused", "sink", sinkName, "caller", from, "err", err)
 		return errorReply("", err)
 	}
+	// Counted before the run is read: a close that has not marked the run
+	// closed yet waits for this decision to be recorded.
+	leave := b.deciding.enter(req.Run)
+	defer leave()
 	run, err := b.runs.Get(ctx, req.Run)
 	if err != nil {
 		return errorReply(req.Run, err)
@@ -384,6 +396,7 @@ func (b *Broker) propose(ctx context.Context, from Caller, sinkName policy.Sink,
 		}
 	}
 
+	leave() // decided and recorded: the run may close while the effect runs
 	done, perr := sink.Perform(ctx, run, req, prop)
 	if perr != nil {
 		done = &Performed{Result: journal.Result{Status: "failed", Error: errorType(perr)}}
