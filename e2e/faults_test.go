@@ -328,7 +328,10 @@ func TestFaultRedisDown(t *testing.T) {
 // left that it cannot explain. Needs mount (root); a read-only folder
 // cannot stand in for it here, since root writes through file modes.
 func TestFaultFullDisk(t *testing.T) {
-	mnt := smallTmpfs(t)
+	// Big enough that the space the filler frees holds what piled up in
+	// the stream while the disk was full: at 4 MiB the backlog once filled
+	// it again, and the writer never caught up.
+	mnt := smallTmpfs(t, "64m")
 	jdir := filepath.Join(mnt, "journal")
 	d := startDeployment(t, deployOpts{brokers: 2, jdir: jdir})
 	load := d.startLoad(t, 2, 3, "output")
@@ -418,12 +421,12 @@ func readLag(t *testing.T, js jetstream.JetStream) broker.JournalLag {
 	return l
 }
 
-// smallTmpfs mounts a 4 MB tmpfs on a temporary folder for the full-disk
+// smallTmpfs mounts a tmpfs of size (mount's -o size=) on a temporary folder for the full-disk
 // faults, skipping the test where mount is not allowed (not root).
-func smallTmpfs(t *testing.T) string {
+func smallTmpfs(t *testing.T, size string) string {
 	t.Helper()
 	mnt := t.TempDir()
-	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", mnt).CombinedOutput(); err != nil {
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size="+size, "tmpfs", mnt).CombinedOutput(); err != nil {
 		t.Skipf("cannot mount a tmpfs to fill (%v: %s): the full-disk fault needs root and mount", err, out)
 	}
 	t.Cleanup(func() { _ = exec.Command("umount", "-l", mnt).Run() })

@@ -25,7 +25,7 @@ import (
 // folder is a symlink into a 4 MB tmpfs (NATS's own store stays on the
 // real disk). Needs mount (root), as TestFaultFullDisk does.
 func TestServeFullDisk(t *testing.T) {
-	mnt := smallTmpfs(t)
+	mnt := smallTmpfs(t, "4m")
 	data := t.TempDir()
 	if err := os.Mkdir(filepath.Join(mnt, "journal"), 0o700); err != nil {
 		t.Fatal(err)
