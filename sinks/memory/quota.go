@@ -92,7 +92,7 @@ func (s *KVStore) used(ctx context.Context, tenant string) (int64, uint64, error
 		if err != nil {
 			return 0, 0, err
 		}
-		if _, err := s.kv.Create(ctx, qk, []byte(strconv.FormatInt(n, 10))); err != nil && !conflict(err) {
+		if _, err := s.kv.Create(ctx, qk, []byte(strconv.FormatInt(n, 10))); err != nil && !quota.Lost(err) {
 			return 0, 0, err
 		}
 	}
@@ -125,7 +125,7 @@ func (s *KVStore) add(ctx context.Context, tenant string, delta int64) error {
 		if err != nil {
 			return err
 		}
-		if _, err = s.kv.Update(ctx, quotaKey(tenant), []byte(strconv.FormatInt(max(n+delta, 0), 10)), rev); err == nil || !conflict(err) {
+		if _, err = s.kv.Update(ctx, quotaKey(tenant), []byte(strconv.FormatInt(max(n+delta, 0), 10)), rev); err == nil || !quota.Lost(err) {
 			return err
 		}
 	}
@@ -164,7 +164,7 @@ func (s *KVStore) Put(ctx context.Context, k Key, rec []byte, limit int64) error
 		}
 		if delta > 0 {
 			if _, err := s.kv.Update(ctx, quotaKey(k.Tenant), []byte(strconv.FormatInt(used+delta, 10)), qrev); err != nil {
-				if conflict(err) {
+				if quota.Lost(err) {
 					continue
 				}
 				return s.fail("put", err)
@@ -179,7 +179,7 @@ func (s *KVStore) Put(ctx context.Context, k Key, rec []byte, limit int64) error
 			if delta > 0 {
 				_ = s.add(ctx, k.Tenant, -delta) // on failure the counter stays high: it errs towards refusing
 			}
-			if conflict(err) {
+			if quota.Lost(err) {
 				continue
 			}
 			return s.fail("put", err)
@@ -235,7 +235,7 @@ func (s *KVStore) Delete(ctx context.Context, k Key) (bool, error) {
 			return false, nil
 		}
 		if err := s.kv.Purge(ctx, key, jetstream.LastRevision(rev), jetstream.PurgeTTL(markerTTL)); err != nil {
-			if conflict(err) {
+			if quota.Lost(err) {
 				continue
 			}
 			return false, s.fail("delete", err)
@@ -246,14 +246,6 @@ func (s *KVStore) Delete(ctx context.Context, k Key) (bool, error) {
 		return true, nil
 	}
 	return false, s.fail("delete", errContended)
-}
-
-// conflict reports a lost compare-and-swap.
-func conflict(err error) bool {
-	var apiErr *jetstream.APIError
-	return errors.Is(err, jetstream.ErrKeyExists) || errors.Is(err, jetstream.ErrKeyRevisionMismatch) ||
-		(errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
-			apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant))
 }
 
 // Redis keeps a tenant's counter at Prefix + "q:<hex tenant>", and changes

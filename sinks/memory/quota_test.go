@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -22,6 +21,7 @@ import (
 	"github.com/gatehouse/gatehouse/policy"
 	"github.com/gatehouse/gatehouse/sinks/memory"
 	"github.com/gatehouse/gatehouse/sinks/quota"
+	"github.com/gatehouse/gatehouse/sinks/quota/quotatest"
 	"github.com/gatehouse/gatehouse/sinks/sinktest"
 )
 
@@ -340,28 +340,9 @@ func TestQuotaConcurrent(t *testing.T) {
 					keys = append(keys, memory.Key{Tenant: "acme", Name: fmt.Sprintf("k-%02d-%02d", g, i)})
 				}
 			}
-			var wg sync.WaitGroup
-			var mu sync.Mutex
-			ok := 0
-			for g := range 16 {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					for i := range 4 {
-						err := stores[g%2].Put(ctx, keys[g*4+i], rec, limit)
-						var qe *quota.Error
-						if err != nil && !errors.As(err, &qe) {
-							t.Error(err)
-						}
-						if err == nil {
-							mu.Lock()
-							ok++
-							mu.Unlock()
-						}
-					}
-				}()
-			}
-			wg.Wait()
+			ok := quotatest.Race(t, 16, 4, func(g, i int) error {
+				return stores[g%2].Put(ctx, keys[g*4+i], rec, limit)
+			})
 			n, used := stored(t, r, keys)
 			if c, _ := r.counter(t, "acme"); n != ok || n != 12 || c != used || used > limit {
 				t.Fatalf("%d puts succeeded, %d stored (%d bytes), counter %d, budget %d", ok, n, used, c, limit)
@@ -370,28 +351,14 @@ func TestQuotaConcurrent(t *testing.T) {
 			// Racing overwrites of a few keys with values of different
 			// sizes, and deletes, from both stores.
 			hot := keys[:4]
-			for g := range 16 {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					for i := range 6 {
-						k := hot[(g+i)%len(hot)]
-						st := stores[(g+i)%2]
-						if (g+i)%5 == 0 {
-							if _, err := st.Delete(ctx, k); err != nil {
-								t.Error(err)
-							}
-							continue
-						}
-						v := []byte(`{"kind":"fact","value":"` + strings.Repeat("y", 50*(g%9)) + `"}`)
-						var qe *quota.Error
-						if err := st.Put(ctx, k, v, limit); err != nil && !errors.As(err, &qe) {
-							t.Error(err)
-						}
-					}
-				}()
-			}
-			wg.Wait()
+			quotatest.Race(t, 16, 6, func(g, i int) error {
+				k, st := hot[(g+i)%len(hot)], stores[(g+i)%2]
+				if (g+i)%5 == 0 {
+					_, err := st.Delete(ctx, k)
+					return err
+				}
+				return st.Put(ctx, k, []byte(`{"kind":"fact","value":"`+strings.Repeat("y", 50*(g%9))+`"}`), limit)
+			})
 			_, used = stored(t, r, keys)
 			if c, _ := r.counter(t, "acme"); c != used || used > limit {
 				t.Fatalf("after racing overwrites: counter %d, %d stored, budget %d", c, used, limit)

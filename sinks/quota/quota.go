@@ -5,7 +5,10 @@
 package quota
 
 import (
+	"errors"
 	"fmt"
+
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/gatehouse/gatehouse/broker"
 )
@@ -46,4 +49,13 @@ func Check(what, flag, help string, used, delta, limit int64) error {
 		return &Error{What: what, Flag: flag, Help: help, Used: used, Limit: limit, Need: delta}
 	}
 	return nil
+}
+
+// Lost reports whether err is a JetStream KV compare-and-swap that lost:
+// the key was created or changed since it was read.
+func Lost(err error) bool {
+	var apiErr *jetstream.APIError
+	return errors.Is(err, jetstream.ErrKeyExists) || errors.Is(err, jetstream.ErrKeyRevisionMismatch) ||
+		(errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
+			apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant))
 }
