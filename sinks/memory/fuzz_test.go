@@ -68,4 +68,4 @@ func FuzzDescribe(f *testing.F) {
 // (the quota tests run the real ones).
 type roomyStore struct{ Store }
 
-func (roomyStore) Fit(context.Context, Key, []byte, int64) error { return nil }
+func (roomyStore) Fit(context.Context, Key, []byte, int64) (Room, error) { return Room{}, nil }

@@ -228,6 +228,7 @@ type state struct {
 	kind   string
 	value  []byte // compact JSON
 	rec    []byte // a put's Record, as stored
+	room   Room   // what Describe's Fit saw
 }
 
 // Name implements broker.Sink.
@@ -292,9 +293,11 @@ func (s *Sink) Describe(ctx context.Context, run *broker.Run, req *broker.Effect
 		// TOO_LARGE is. A store that cannot answer is left to Perform,
 		// which fails as a recorded effect; Put decides for good.
 		var qe *quota.Error
-		if err := s.store.Fit(ctx, key, st.rec, s.quota); errors.As(err, &qe) {
+		room, err := s.store.Fit(ctx, key, st.rec, s.quota)
+		if errors.As(err, &qe) {
 			return nil, err
 		}
+		st.room = room
 	}
 	e.Target = string(key.Visibility()) + "/" + st.name
 	p.Effect = e
@@ -324,7 +327,7 @@ func (s *Sink) Perform(ctx context.Context, run *broker.Run, req *broker.EffectR
 	res := journal.Result{Status: "ok", Detail: map[string]string{"visibility": string(vis)}}
 	switch st.action {
 	case ActionPut:
-		if err := s.store.Put(ctx, st.key, st.rec, s.quota); err != nil {
+		if err := s.store.Put(ctx, st.key, st.rec, s.quota, st.room); err != nil {
 			return nil, err
 		}
 		r.Kind, r.Size, r.Digest = st.kind, prop.Size, prop.Digest

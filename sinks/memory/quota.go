@@ -46,6 +46,14 @@ func overQuota(used, delta, limit int64) error {
 	return quota.Check("memory", QuotaFlag, "delete memories it no longer needs (memory delete)", used, delta, limit)
 }
 
+// Room is what Store.Fit read of a tenant and a key, for Put's first
+// compare-and-swap. The zero Room has seen nothing.
+type Room struct {
+	seen      bool
+	old, used int64  // the key's cost, the tenant's bytes in use
+	rev, qrev uint64 // their revisions
+}
+
 // maxCASRounds bounds a put's or delete's retries when other puts keep
 // winning the race for the same counter or key.
 const maxCASRounds = 64
@@ -146,18 +154,18 @@ func (s *KVStore) add(ctx context.Context, tenant string, delta int64) error {
 //
 // A broker that dies between 2 and 3 leaves its reservation counted
 // though nothing was stored: the budget errs towards refusing.
-func (s *KVStore) Put(ctx context.Context, k Key, rec []byte, limit int64) error {
+func (s *KVStore) Put(ctx context.Context, k Key, rec []byte, limit int64, room Room) error {
 	key := kvKey(k)
 	c := Cost(k, rec)
 	for range maxCASRounds {
-		old, rev, err := s.kvEntry(ctx, key)
-		if err != nil {
-			return s.fail("put", err)
+		if !room.seen {
+			var err error
+			if room, err = s.look(ctx, key, k.Tenant); err != nil {
+				return s.fail("put", err)
+			}
 		}
-		used, qrev, err := s.used(ctx, k.Tenant)
-		if err != nil {
-			return s.fail("put", err)
-		}
+		old, rev, used, qrev := room.old, room.rev, room.used, room.qrev
+		room = Room{} // a retry reads afresh
 		delta := c - old
 		if err := overQuota(used, delta, limit); err != nil {
 			return err
@@ -170,6 +178,7 @@ func (s *KVStore) Put(ctx context.Context, k Key, rec []byte, limit int64) error
 				return s.fail("put", err)
 			}
 		}
+		var err error
 		if rev == 0 {
 			_, err = s.kv.Create(ctx, key, rec)
 		} else {
@@ -194,17 +203,30 @@ func (s *KVStore) Put(ctx context.Context, k Key, rec []byte, limit int64) error
 	return s.fail("put", errContended)
 }
 
+// look reads the key's entry and the tenant's counter, at once.
+func (s *KVStore) look(ctx context.Context, key, tenant string) (Room, error) {
+	r := Room{seen: true}
+	var err error
+	done := make(chan error, 1)
+	go func() {
+		var err error
+		r.used, r.qrev, err = s.used(ctx, tenant)
+		done <- err
+	}()
+	r.old, r.rev, err = s.kvEntry(ctx, key)
+	if uerr := <-done; err == nil {
+		err = uerr
+	}
+	return r, err
+}
+
 // Fit implements Store.
-func (s *KVStore) Fit(ctx context.Context, k Key, rec []byte, limit int64) error {
-	old, _, err := s.kvEntry(ctx, kvKey(k))
+func (s *KVStore) Fit(ctx context.Context, k Key, rec []byte, limit int64) (Room, error) {
+	r, err := s.look(ctx, kvKey(k), k.Tenant)
 	if err != nil {
-		return s.fail("read", err)
+		return Room{}, s.fail("read", err)
 	}
-	used, _, err := s.used(ctx, k.Tenant)
-	if err != nil {
-		return s.fail("read", err)
-	}
-	return overQuota(used, Cost(k, rec)-old, limit)
+	return r, overQuota(r.used, Cost(k, rec)-r.old, limit)
 }
 
 // Used implements Store.
@@ -292,7 +314,7 @@ func (s *RedisStore) quotaKey(tenant string) string {
 func fixedCost(k Key) int64 { return Cost(k, nil) }
 
 // Put implements Store, in one script (redisPut).
-func (s *RedisStore) Put(ctx context.Context, k Key, rec []byte, limit int64) error {
+func (s *RedisStore) Put(ctx context.Context, k Key, rec []byte, limit int64, _ Room) error {
 	keys := []string{s.key(k), s.quotaKey(k.Tenant)}
 	for range maxCASRounds {
 		r, err := redisPut.Run(ctx, s.rdb, keys, rec, limit, fixedCost(k)).Int64Slice()
@@ -337,20 +359,20 @@ func (s *RedisStore) initCounter(ctx context.Context, tenant string) error {
 }
 
 // Fit implements Store.
-func (s *RedisStore) Fit(ctx context.Context, k Key, rec []byte, limit int64) error {
+func (s *RedisStore) Fit(ctx context.Context, k Key, rec []byte, limit int64) (Room, error) {
 	used, err := s.used(ctx, k.Tenant)
 	if err != nil {
-		return s.fail("read", err)
+		return Room{}, s.fail("read", err)
 	}
 	old, err := s.rdb.StrLen(ctx, s.key(k)).Result()
 	if err != nil {
-		return s.fail("read", err)
+		return Room{}, s.fail("read", err)
 	}
 	delta := Cost(k, rec)
 	if old > 0 {
 		delta -= old + fixedCost(k)
 	}
-	return overQuota(used, delta, limit)
+	return Room{}, overQuota(used, delta, limit) // the script reads for itself
 }
 
 func (s *RedisStore) used(ctx context.Context, tenant string) (int64, error) {

@@ -131,12 +131,12 @@ func (r rawRedis) open(t testing.TB) memory.Store {
 
 // quotaEnv runs Gatehouse with the memory sink on backend name ("kv" or
 // "redis") under a budget of limit bytes a tenant.
-func quotaEnv(t *testing.T, name string, limit int64) (*sinktest.Env, raw) {
+func quotaEnv(t testing.TB, name string, limit int64) (*sinktest.Env, raw) {
 	return quotaEnvWith(t, name, limit, func(t testing.TB, r raw) memory.Store { return r.open(t) })
 }
 
 // quotaEnvWith is quotaEnv with the sink's store made by store.
-func quotaEnvWith(t *testing.T, name string, limit int64, store func(testing.TB, raw) memory.Store) (*sinktest.Env, raw) {
+func quotaEnvWith(t testing.TB, name string, limit int64, store func(testing.TB, raw) memory.Store) (*sinktest.Env, raw) {
 	var r raw
 	env := sinktest.Start(t, policy.ModeStrict, "", func(t testing.TB, env *sinktest.Env) []broker.Sink {
 		if name == "redis" {
@@ -273,13 +273,13 @@ type racer struct {
 	limit int64
 }
 
-func (r racer) Put(ctx context.Context, k memory.Key, rec []byte, limit int64) error {
+func (r racer) Put(ctx context.Context, k memory.Key, rec []byte, limit int64, room memory.Room) error {
 	filler := memory.Key{Tenant: k.Tenant, Name: "filler"}
 	fill := []byte(strings.Repeat("f", int(r.limit-memory.Cost(filler, nil))))
-	if err := r.other.Put(ctx, filler, fill, r.limit); err != nil {
+	if err := r.other.Put(ctx, filler, fill, r.limit, memory.Room{}); err != nil {
 		return err
 	}
-	return r.Store.Put(ctx, k, rec, limit)
+	return r.Store.Put(ctx, k, rec, limit, room)
 }
 
 // TestQuotaRefusedInPerform: a put Describe let through (the room was
@@ -341,7 +341,7 @@ func TestQuotaConcurrent(t *testing.T) {
 				}
 			}
 			ok := quotatest.Race(t, 16, 4, func(g, i int) error {
-				return stores[g%2].Put(ctx, keys[g*4+i], rec, limit)
+				return stores[g%2].Put(ctx, keys[g*4+i], rec, limit, memory.Room{})
 			})
 			n, used := stored(t, r, keys)
 			if c, _ := r.counter(t, "acme"); n != ok || n != 12 || c != used || used > limit {
@@ -357,7 +357,7 @@ func TestQuotaConcurrent(t *testing.T) {
 					_, err := st.Delete(ctx, k)
 					return err
 				}
-				return st.Put(ctx, k, []byte(`{"kind":"fact","value":"`+strings.Repeat("y", 50*(g%9))+`"}`), limit)
+				return st.Put(ctx, k, []byte(`{"kind":"fact","value":"`+strings.Repeat("y", 50*(g%9))+`"}`), limit, memory.Room{})
 			})
 			_, used = stored(t, r, keys)
 			if c, _ := r.counter(t, "acme"); c != used || used > limit {
@@ -437,7 +437,7 @@ func TestQuotaSurvivesRestart(t *testing.T) {
 	k := func(i int) memory.Key { return memory.Key{Tenant: "acme", Name: fmt.Sprintf("k%d", i)} }
 	limit := 3 * memory.Cost(k(0), rec)
 	for i := range 3 {
-		if err := st.Put(ctx, k(i), rec, limit); err != nil {
+		if err := st.Put(ctx, k(i), rec, limit, memory.Room{}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -448,7 +448,7 @@ func TestQuotaSurvivesRestart(t *testing.T) {
 		t.Fatalf("counter after restart %d (%v), want %d", c, ok, limit)
 	}
 	var qe *quota.Error
-	if err := st.Put(ctx, k(3), rec, limit); !errors.As(err, &qe) {
+	if err := st.Put(ctx, k(3), rec, limit, memory.Room{}); !errors.As(err, &qe) {
 		t.Fatalf("put past the budget after restart: %v", err)
 	}
 	if _, ok := r.record(t, k(3)); ok {
@@ -475,5 +475,87 @@ func TestQuotaSurvivesRestart(t *testing.T) {
 			t.Fatalf("the deleted memory's marker stays: %+v", info.State)
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// BenchmarkPut measures a store's put with the quota (read the old entry
+// and the counter, reserve, write by compare-and-swap; Redis: one script)
+// against the same store's plain write without one, in one run, over 1000
+// keys of one tenant overwritten in turn, 200-byte records.
+func BenchmarkPut(b *testing.B) {
+	for _, name := range []string{"kv", "redis"} {
+		_, r := quotaEnv(b, name, 0)
+		st := r.open(b)
+		ctx := sinktest.Ctx(b)
+		rec := []byte(`{"kind":"fact","value":"` + strings.Repeat("b", 170) + `"}`)
+		keys := make([]memory.Key, 1000)
+		for i := range keys {
+			keys[i] = memory.Key{Tenant: "acme", Person: "ada", Name: fmt.Sprintf("bench/%d", i)}
+		}
+		b.Run(name+"/quota", func(b *testing.B) {
+			for i := 0; b.Loop(); i++ {
+				if err := st.Put(ctx, keys[i%len(keys)], rec, memory.DefaultQuotaBytes, memory.Room{}); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+		b.Run(name+"/no-quota", func(b *testing.B) {
+			switch r := r.(type) {
+			case rawKV:
+				kv := r.kv(b)
+				for i := 0; b.Loop(); i++ {
+					if _, err := kv.Put(ctx, "p.bench."+strconv.Itoa(i%len(keys)), rec); err != nil {
+						b.Fatal(err)
+					}
+				}
+			case rawRedis:
+				rdb := r.rdb(b)
+				for i := 0; b.Loop(); i++ {
+					if err := rdb.Set(ctx, "gatehouse:memory:p:bench:"+strconv.Itoa(i%len(keys)), rec, 0).Err(); err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
+		})
+	}
+}
+
+// plainKV is the memory store as it was before quotas: a plain KV write,
+// no counter. BenchmarkRoundTripQuota's baseline only.
+type plainKV struct {
+	memory.Store
+	kv jetstream.KeyValue
+}
+
+func (p plainKV) Fit(context.Context, memory.Key, []byte, int64) (memory.Room, error) {
+	return memory.Room{}, nil
+}
+
+func (p plainKV) Put(ctx context.Context, k memory.Key, rec []byte, _ int64, _ memory.Room) error {
+	_, err := p.kv.Put(ctx, kvKeyOf(k), rec)
+	return err
+}
+
+// BenchmarkRoundTripQuota measures an agent's memory put end to end
+// (decided, recorded, stored, answered) with the quota and, in the same
+// run, with the plain write it replaced, on JetStream KV.
+func BenchmarkRoundTripQuota(b *testing.B) {
+	for _, variant := range []string{"quota", "no-quota"} {
+		b.Run(variant, func(b *testing.B) {
+			env, _ := quotaEnvWith(b, "kv", 0, func(t testing.TB, r raw) memory.Store {
+				if variant == "quota" {
+					return r.open(t)
+				}
+				return plainKV{Store: r.open(t), kv: r.(rawKV).kv(t)}
+			})
+			run := env.Open(b, broker.OpenWork{Tenant: "acme", Person: "ada"})
+			ctx := sinktest.Ctx(b)
+			req := put(run, "bench", "", map[string]any{"lang": "nl", "n": 42})
+			for b.Loop() {
+				if r, err := env.Agent.Effect(ctx, policy.SinkMemory, req); err != nil || r.Outcome == nil || r.Outcome.Status != "ok" {
+					b.Fatalf("%v %+v", err, r)
+				}
+			}
+		})
 	}
 }

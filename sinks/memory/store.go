@@ -24,10 +24,12 @@ type Store interface {
 	// bytes (the sum of Cost over its memories, private and shared): then
 	// it stores nothing and returns a *quota.Error. Concurrent puts, from
 	// any number of brokers, never together take a tenant past limit.
-	Put(ctx context.Context, k Key, rec []byte, limit int64) error
+	// room is what Fit saw (or the zero Room), so Put's first try need
+	// not read it again; a stale one costs a retry, never correctness.
+	Put(ctx context.Context, k Key, rec []byte, limit int64, room Room) error
 	// Fit returns the *quota.Error Put would return now, without storing;
 	// a hint (another put may take the room first), never a reservation.
-	Fit(ctx context.Context, k Key, rec []byte, limit int64) error
+	Fit(ctx context.Context, k Key, rec []byte, limit int64) (Room, error)
 	// Used returns the bytes tenant's memories count against its budget.
 	Used(ctx context.Context, tenant string) (int64, error)
 	// Get returns the record under k, or an error wrapping ErrNotFound.
