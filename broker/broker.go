@@ -112,6 +112,10 @@ type Broker struct {
 	policy  atomic.Pointer[policy.Policy]
 	// decisions under way, per run: a run's close waits for them
 	deciding deciding
+	// effect replies that carried an error (refusals included), for
+	// `gatehouse status`: NATS micro counts only errors given through its
+	// own Error, which this broker's asynchronous answers do not use
+	effectErrors atomic.Int64
 
 	approvals  Approvals
 	requests   *RequestIDs
@@ -297,6 +301,9 @@ func (b *Broker) Propose(ctx context.Context, from Caller, sinkName policy.Sink,
 	var slot requestSlot
 	reply := b.propose(ctx, from, sinkName, data, &slot)
 	slot.claim.settle(reply)
+	if reply.Error != nil {
+		b.effectErrors.Add(1)
+	}
 	label := sinkName
 	if _, ok := b.sinks[sinkName]; !ok {
 		label = "unknown" // never a label from an agent's subject

@@ -26,6 +26,9 @@ type InstanceStatus struct {
 	// rules that cannot be read), "" when none.
 	GroundingError string   `json:"grounding_error,omitempty"`
 	Sinks          []string `json:"sinks"`
+	// EffectErrors is how many effect replies of this broker carried an
+	// error (refusals included) since it started.
+	EffectErrors int64 `json:"effect_errors"`
 	// NATS is the embedded NATS server's figures, for a broker that runs
 	// one (serve without --nats-url); nil otherwise.
 	NATS *ServerStatus `json:"embedded_nats,omitempty"`
@@ -45,7 +48,8 @@ type ServerStatus struct {
 // instanceStatus is b's status, with what status adds.
 func (b *Broker) instanceStatus(add func(*InstanceStatus)) *InstanceStatus {
 	p := b.Policy()
-	st := &InstanceStatus{Mode: b.mode, PolicyName: p.Name(), PolicyDigest: p.Digest(), PolicyError: p.Problem()}
+	st := &InstanceStatus{Mode: b.mode, PolicyName: p.Name(), PolicyDigest: p.Digest(), PolicyError: p.Problem(),
+		EffectErrors: b.effectErrors.Load()}
 	for _, s := range b.Sinks() {
 		st.Sinks = append(st.Sinks, string(s))
 	}

@@ -31,7 +31,8 @@ Shows a Gatehouse deployment as an operator wants to see it:
     account); without them only the server this command reached;
   - every stream and bucket: replicas, leader, each replica's lag, messages;
   - the brokers in the queue group (NATS micro discovery of the service
-    "gatehouse"): id, version, requests, errors, average time;
+    "gatehouse"): id, version, requests, errors (effect replies carrying an
+    error, refusals included), average time;
   - the journal writer's consumer: stream last sequence, ack floor, lag,
     pending and redelivered events;
   - approvals waiting for a person (pending or reopened): how many, and
@@ -393,6 +394,9 @@ func statusBrokers(rep *statusReport, nc *nats.Conn, wait time.Duration) {
 			var is broker.InstanceStatus
 			if len(e.Data) > 0 && json.Unmarshal(e.Data, &is) == nil && is.Mode != "" {
 				br.Status = &is
+				// The broker's own count: micro's misses every answer
+				// given from a goroutine of its own.
+				br.Errors += int(is.EffectErrors)
 			}
 		}
 		brokerFindings(rep, &br)
