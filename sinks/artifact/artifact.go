@@ -65,7 +65,9 @@
 // outliving its two-minute lease can overlap another of the same tenant
 // and pass it by at most that one artifact. A broker that dies mid-publish
 // leaves at most what it reserved counted, and its lease stops the
-// tenant's writes for at most two minutes.
+// tenant's writes for at most two minutes. In a folder store the folders a
+// key's segments make are not counted beyond EntryOverhead, and a delete
+// leaves them (empty) in place.
 //
 // A publish past the budget is refused with nothing stored, QUOTA_EXCEEDED
 // (a *quota.Error wrapping broker.ErrQuotaExceeded; its message says to

@@ -205,7 +205,11 @@ func (q *Quota) Put(ctx context.Context, name, contentType string, data []byte) 
 		_ = q.set(ctx, l, used, true) // not stored: give the reservation back
 		return err
 	}
-	return q.set(ctx, l, used+delta, true)
+	// Stored, and the growth already counted: a release that fails (the
+	// ledger unreachable, the lease taken after it expired) leaves the
+	// ledger high or the lease to expire, never the publish undone.
+	_ = q.set(ctx, l, used+delta, true)
+	return nil
 }
 
 // delta is what storing size bytes under name adds to its tenant.
@@ -261,7 +265,8 @@ func (q *Quota) Delete(ctx context.Context, name string) (bool, error) {
 		_ = q.set(ctx, l, used, true)
 		return false, err
 	}
-	return true, q.set(ctx, l, used-Cost(name, old), true)
+	_ = q.set(ctx, l, used-Cost(name, old), true) // as in Put: deleted, whatever the release
+	return true, nil
 }
 
 // kvRegister keeps entries in a JetStream KV bucket, at the hex of the
