@@ -87,6 +87,12 @@ type Config struct {
 	ApprovalWait time.Duration
 	// CallTimeout bounds one effect request (default 60 s).
 	CallTimeout time.Duration
+	// Guard, when set, ends the session once Identity, the agent
+	// registration it was authenticated to, is no longer in force (see
+	// Guard); nil: the transport authenticates nothing (stdio, where the
+	// agent's process is the agent).
+	Guard    *Guard
+	Identity Identity
 	// Name is the implementation name announced (default "gatehouse").
 	Name, Version string
 	Logger        *slog.Logger
@@ -144,6 +150,10 @@ func New(cfg Config) (*Server, error) {
 			return next(ctx, method, req)
 		}
 	})
+	if cfg.Guard != nil {
+		// Added last, so outermost: checked before anything else runs.
+		s.srv.AddReceivingMiddleware(cfg.Guard.middleware(cfg.Identity))
+	}
 	return s, nil
 }
 
