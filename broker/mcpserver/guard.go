@@ -69,8 +69,8 @@ type Guard struct {
 	mu        sync.Mutex
 	live      map[*mcp.ServerSession]Identity
 	closing   map[string]refused // sessions a request refused, not closed yet
-	ended     map[string]string // session id -> why it ended
-	endedList []string          // in the order they ended
+	ended     map[string]string  // session id -> why it ended
+	endedList []string           // in the order they ended
 }
 
 // NewGuard returns a guard asking reg, watching it for changes until
