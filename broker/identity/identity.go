@@ -422,18 +422,30 @@ func AfterRemoval(removed string) string { return "after-" + removed }
 //     AfterRemoval of the removed incarnation;
 //   - never known: State Unregistered, Stamp "".
 func (r *Registry) AgentRegistration(name string) Registration {
-	a, ok := r.Agent(name)
-	i := slices.IndexFunc(r.Removed, func(rm Removal) bool { return rm.Name == name })
+	var a *Agent
+	var rm *Removal
+	if i := slices.IndexFunc(r.Agents, func(a Agent) bool { return a.Name == name }); i >= 0 {
+		a = &r.Agents[i]
+	}
+	if i := slices.IndexFunc(r.Removed, func(rm Removal) bool { return rm.Name == name }); i >= 0 {
+		rm = &r.Removed[i]
+	}
+	return registration(a, rm)
+}
+
+// registration is what a name's entry a (nil: none) and last removal rm
+// (nil: none) make of it (AgentRegistration).
+func registration(a *Agent, rm *Removal) Registration {
 	switch {
-	case ok:
-		g := Registration{State: Registered, Incarnation: a.Incarnation, Follows: a.Follows, First: i < 0}
-		if g.Incarnation == "" && i >= 0 {
-			g.Incarnation = LegacyIncarnation(a)
+	case a != nil:
+		g := Registration{State: Registered, Incarnation: a.Incarnation, Follows: a.Follows, First: rm == nil}
+		if g.Incarnation == "" && rm != nil {
+			g.Incarnation = LegacyIncarnation(*a)
 		}
 		g.Stamp = g.Incarnation
 		return g
-	case i >= 0:
-		return Registration{State: Removed, Stamp: AfterRemoval(r.Removed[i].Incarnation)}
+	case rm != nil:
+		return Registration{State: Removed, Stamp: AfterRemoval(rm.Incarnation)}
 	}
 	return Registration{State: Unregistered}
 }
@@ -523,7 +535,7 @@ func CheckOrigin(o policy.Origin) error {
 // snapshot they must not change, reload swaps it whole. The zero value
 // holds an empty register. Safe for concurrent use.
 type Holder struct {
-	p atomic.Pointer[Registry]
+	p atomic.Pointer[indexed]
 
 	mu      sync.Mutex
 	changed chan struct{} // closed by the next Store
@@ -536,17 +548,43 @@ func NewHolder(r *Registry) *Holder {
 	return h
 }
 
-// Load returns the register in force.
-func (h *Holder) Load() *Registry {
-	if r := h.p.Load(); r != nil {
-		return r
-	}
-	return &Registry{}
+// indexed is a register in force with its agents and removals by name,
+// so that what every effect asks costs no scan of the register.
+type indexed struct {
+	reg     *Registry
+	agents  map[string]*Agent
+	removed map[string]*Removal
 }
 
+func index(r *Registry) *indexed {
+	x := &indexed{reg: r, agents: make(map[string]*Agent, len(r.Agents)), removed: make(map[string]*Removal, len(r.Removed))}
+	for i := range r.Agents {
+		if _, dup := x.agents[r.Agents[i].Name]; !dup { // the first, as Agent finds it
+			x.agents[r.Agents[i].Name] = &r.Agents[i]
+		}
+	}
+	for i := range r.Removed {
+		if _, dup := x.removed[r.Removed[i].Name]; !dup {
+			x.removed[r.Removed[i].Name] = &r.Removed[i]
+		}
+	}
+	return x
+}
+
+func (h *Holder) loadIndexed() *indexed {
+	if x := h.p.Load(); x != nil {
+		return x
+	}
+	return index(&Registry{})
+}
+
+// Load returns the register in force.
+func (h *Holder) Load() *Registry { return h.loadIndexed().reg }
+
 // Store puts r in force, and tells every Changed channel taken before.
+// r must not change from then on.
 func (h *Holder) Store(r *Registry) {
-	h.p.Store(r)
+	h.p.Store(index(r))
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.changed != nil {
@@ -575,7 +613,7 @@ func (h *Holder) AgentOrigin(id string) policy.Origin {
 	if id == subject.Shared {
 		return policy.OriginModel
 	}
-	a, ok := h.Load().Agent(id)
+	a, ok := h.loadIndexed().agents[id]
 	if !ok {
 		return policy.OriginModel
 	}
@@ -588,7 +626,8 @@ func (h *Holder) AgentRegistration(id string) Registration {
 	if id == subject.Shared {
 		return Registration{State: Unregistered}
 	}
-	return h.Load().AgentRegistration(id)
+	x := h.loadIndexed()
+	return registration(x.agents[id], x.removed[id])
 }
 
 // AppTenants returns the tenants application identity id may open work

@@ -3,6 +3,7 @@ package identity_test
 import (
 	"errors"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -172,5 +173,40 @@ func TestHolderChanged(t *testing.T) {
 	}
 	if n := h.Changed(); n == c {
 		t.Fatal("the channel after a change is the closed one")
+	}
+}
+
+// BenchmarkAgentRegistration is the lookup every effect of a named agent
+// makes (broker admit, peer.next): a register of n agents, half of the
+// names removed once before.
+func BenchmarkAgentRegistration(b *testing.B) {
+	for _, n := range []int{10, 1000} {
+		b.Run(strconv.Itoa(n), func(b *testing.B) {
+			reg := &identity.Registry{}
+			for i := range n {
+				name := "agent-" + strconv.Itoa(i)
+				if err := reg.AddAgent(identity.Agent{Name: name}); err != nil {
+					b.Fatal(err)
+				}
+				if i%2 == 0 {
+					if err := reg.RemoveAgent(name); err != nil {
+						b.Fatal(err)
+					}
+					if err := reg.AddAgent(identity.Agent{Name: name}); err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
+			h := identity.NewHolder(reg)
+			name := "agent-" + strconv.Itoa(n-2) // late in both lists
+			stamp := h.AgentRegistration(name).Stamp
+			b.ReportAllocs()
+			b.ResetTimer()
+			for range b.N {
+				if !h.AgentRegistration(name).Owns(stamp) {
+					b.Fatal("not owned")
+				}
+			}
+		})
 	}
 }

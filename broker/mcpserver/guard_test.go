@@ -78,7 +78,7 @@ func startGuarded(t *testing.T, watch, jsonReplies bool) *guardedWorld {
 // at once (the same seed: what is tested is the register, not NATS).
 func (w *guardedWorld) reregister(t *testing.T) {
 	reg := *w.env.Identities.Load()
-	reg.Agents = slices.Clone(reg.Agents)
+	reg.Agents, reg.Removed = slices.Clone(reg.Agents), slices.Clone(reg.Removed)
 	if err := reg.RemoveAgent("carol"); err != nil {
 		t.Fatal(err)
 	}
@@ -213,7 +213,7 @@ func TestGuardBindsSessionsToTheRegistration(t *testing.T) {
 		t.Fatalf("the new carol's fresh run: %v %v", err, w.guard.OwnsRun("carol", fresh))
 	}
 	reg := *w.env.Identities.Load()
-	reg.Agents = slices.Clone(reg.Agents)
+	reg.Agents, reg.Removed = slices.Clone(reg.Agents), slices.Clone(reg.Removed)
 	if err := reg.RemoveAgent("carol"); err != nil {
 		t.Fatal(err)
 	}
