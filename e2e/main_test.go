@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -65,8 +66,27 @@ func cleanEnv() []string {
 type server struct {
 	cmd     *exec.Cmd
 	dataDir string
-	out     *bytes.Buffer
+	out     *syncBuffer
 	ep      endpoints
+}
+
+// syncBuffer is a process's output: exec's copying goroutine writes it
+// while the test reads it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
 
 type endpoints struct {
@@ -95,7 +115,7 @@ func serveWith(t testing.TB, dataDir string, adjust func(*exec.Cmd), args ...str
 	if adjust != nil {
 		adjust(cmd) // may add to the environment
 	}
-	out := &bytes.Buffer{}
+	out := &syncBuffer{}
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -109,8 +129,10 @@ func serveWith(t testing.TB, dataDir string, adjust func(*exec.Cmd), args ...str
 	})
 	deadline := time.Now().Add(30 * time.Second)
 	for {
+		// Started once its endpoints are written and the banner (which
+		// follows them, and which tests read) is out.
 		b, err := os.ReadFile(filepath.Join(dataDir, "endpoints.json"))
-		if err == nil && json.Unmarshal(b, &s.ep) == nil && s.ep.NATSURL != "" {
+		if err == nil && json.Unmarshal(b, &s.ep) == nil && s.ep.NATSURL != "" && strings.Contains(out.String(), "Press Ctrl-C to stop.") {
 			return s
 		}
 		if time.Now().After(deadline) {

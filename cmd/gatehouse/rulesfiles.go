@@ -6,6 +6,7 @@ import (
 	"github.com/gatehouse/gatehouse/broker/identity"
 	"github.com/gatehouse/gatehouse/grounding"
 	"github.com/gatehouse/gatehouse/policy"
+	"github.com/gatehouse/gatehouse/sinks/provider"
 )
 
 // The policy and grounding files are authority: whoever can write them
@@ -29,15 +30,11 @@ func loadPolicyFile(path string) (*policy.Policy, error) {
 	return policy.Parse(path, data)
 }
 
-// loadGrounding is provider.LoadGrounding of a checked file.
+// loadGrounding is provider.ParseGrounding of a checked file.
 func loadGrounding(path string, cat grounding.Catalogue) (*grounding.Rules, error) {
 	data, err := identity.ReadOwnFile(path, "rewrite the grounding rules provider calls are checked against", rulesFileLimit)
 	if err != nil {
 		return nil, fmt.Errorf("grounding: %w", err)
 	}
-	r, err := grounding.Parse(path, data)
-	if err != nil {
-		return nil, err
-	}
-	return r.Resolve(cat)
+	return provider.ParseGrounding(path, data, cat)
 }

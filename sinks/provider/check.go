@@ -11,15 +11,26 @@ import (
 )
 
 // LoadGrounding reads the grounding rules file at path and checks it
+// against cat, as ParseGrounding does. gatehouse policy check uses it;
+// serve reads the file itself, checking who may write it, and hands the
+// bytes to ParseGrounding.
+func LoadGrounding(path string, cat grounding.Catalogue) (*grounding.Rules, error) {
+	r, err := grounding.Load(path)
+	if err != nil {
+		return nil, err
+	}
+	return r.Resolve(cat)
+}
+
+// ParseGrounding parses grounding rules read from path and checks them
 // against cat (grounding.Rules.Resolve): every rule's match must fit
 // operations cat declares and every read must be a GET some integration
 // declares. cat is the sink's GroundingCatalogue (a *Catalogue, or one
-// WithToolServers made). It is the one loader serve, its reloads and
-// gatehouse policy check use. The error names the file and every problem;
+// WithToolServers made). The error names the file and every problem;
 // serve then runs with grounding.Unreadable(path, err), which refuses
 // every provider call.
-func LoadGrounding(path string, cat grounding.Catalogue) (*grounding.Rules, error) {
-	r, err := grounding.Load(path)
+func ParseGrounding(path string, data []byte, cat grounding.Catalogue) (*grounding.Rules, error) {
+	r, err := grounding.Parse(path, data)
 	if err != nil {
 		return nil, err
 	}

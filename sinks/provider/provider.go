@@ -499,22 +499,8 @@ func (s *Sink) authority(e *policy.Effect, prov *Provider, origin policy.Origin,
 	}
 	e.Declared = in.Effect
 	e.Contract = in.Contract()
-	e.Origin = leastTrusted(origin, in.Origin)
+	e.Origin = policy.LeastTrusted(origin, in.Origin)
 	return nil
-}
-
-// trust orders origins for leastTrusted; an origin not listed (or none)
-// is trusted least.
-var trust = map[policy.Origin]int{
-	policy.OriginModel: 1, policy.OriginRegistry: 2, policy.OriginDirect: 3, policy.OriginRuntime: 4, policy.OriginShipped: 5,
-}
-
-// leastTrusted returns the less trusted of two origins.
-func leastTrusted(a, b policy.Origin) policy.Origin {
-	if trust[b] < trust[a] {
-		return b
-	}
-	return a
 }
 
 func isJSONType(ct string) bool {
