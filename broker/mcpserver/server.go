@@ -43,6 +43,16 @@
 // a newly accepted upstream tool shows without a restart (clients are told
 // with notifications/tools/list_changed when the set changes).
 //
+// # Sessions end with their agent's registration
+//
+// A streamable HTTP session is authenticated once, and may outlive the
+// registration of the agent it spoke for (removed, or removed and added
+// again: another identity of the name). A Guard (guard.go) ends such a
+// session: its next request is refused with NOT_RUN_AGENT and why, an
+// idle one is closed when the register changes, and later requests on it
+// are answered 404 with why. The stdio transport has no Guard: there the
+// agent's own process, with its own credential, is the session.
+//
 // Tool names are the card names (Effect.Tool) made safe for every MCP
 // client: "output.deliver" is output_deliver, the upstream tool
 // "bank/transfer" is bank__transfer; characters outside letters, digits, '_'
