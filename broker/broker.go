@@ -205,6 +205,9 @@ func (b *Broker) Open(ctx context.Context, from Caller, w *OpenWork) (*Run, erro
 		ID: NewRunID(now), For: policy.Principal{Tenant: w.Tenant, Person: w.Person},
 		Mandate: w.Mandate, Scopes: w.Scopes, Agent: w.Agent, App: app, Input: w.Input, Opened: now,
 	}
+	if r.Agent != "" {
+		r.Incarnation = b.AgentIncarnation(r.Agent) // caller.go: the registration the run is bound to
+	}
 	if r.Scopes == nil {
 		r.Scopes = []string{}
 	}

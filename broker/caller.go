@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
-	"time"
 
+	"github.com/gatehouse/gatehouse/broker/identity"
 	"github.com/gatehouse/gatehouse/broker/journal"
 	"github.com/gatehouse/gatehouse/broker/subject"
 	"github.com/gatehouse/gatehouse/policy"
@@ -75,25 +75,69 @@ type Identities interface {
 	AppTenants(id string) (tenants []string, bound bool)
 }
 
-// agentRemovals is implemented by an Identities that records removed
-// agent names (identity.Holder).
-type agentRemovals interface {
-	AgentRemovedAt(id string) (time.Time, bool)
+// agentRegistrations is implemented by an Identities that tells named
+// agents' registrations apart (identity.Holder): each registration of a
+// name is an incarnation, and one removed and registered again is another
+// identity of the same name.
+type agentRegistrations interface {
+	AgentRegistration(id string) identity.Registration
 }
 
-// removedBefore reports whether an agent of from's name was removed at or
-// after t: then what was opened for, or sent to, the name at t was the
-// removed agent's, and from (registered since) is another identity.
-func (b *Broker) removedBefore(from Caller, t time.Time) (time.Time, bool) {
-	r, ok := b.identities.(agentRemovals)
-	if !ok || from.internal || from.class != subject.ClassAgent {
-		return time.Time{}, false
+// AgentRegistration is what the identities in force say of named agent
+// id (see package broker/identity): for the shared credential, and with
+// an Identities that does not tell registrations apart, Unregistered.
+func (b *Broker) AgentRegistration(id string) identity.Registration {
+	r, ok := b.identities.(agentRegistrations)
+	if !ok || id == subject.Shared {
+		return identity.Registration{State: identity.Unregistered}
 	}
-	at, ok := r.AgentRemovedAt(from.id)
-	if !ok || t.After(at) {
-		return time.Time{}, false
+	return r.AgentRegistration(id)
+}
+
+// AgentIncarnation is the stamp recorded now on a run opened for, or a
+// peer message sent to, agent id (identity.Registration.Stamp): only the
+// registration of the name that owns the stamp may act in the run or read
+// the message.
+func (b *Broker) AgentIncarnation(id string) string { return b.AgentRegistration(id).Stamp }
+
+// IdentitiesChanged returns a channel closed at the next change of the
+// identities in force, or nil (never) when they do not change.
+func (b *Broker) IdentitiesChanged() <-chan struct{} {
+	if c, ok := b.identities.(interface{ Changed() <-chan struct{} }); ok {
+		return c.Changed()
 	}
-	return at, true
+	return nil
+}
+
+// staleIncarnation returns, for an agent proposing in (or asking about)
+// run, why it is not the registration run was opened for, or "": the
+// name was removed and not registered again, or the registration in force
+// does not own the run's stamp (Run.Incarnation, recorded at open).
+// Stamps are names, never times: no machine's clock takes part (see
+// package broker/identity). A name the register never knew (credentials
+// kept elsewhere) owns what was stamped "": the NATS server alone says who
+// holds it.
+func (b *Broker) staleIncarnation(from Caller, run *Run) string {
+	if from.internal || from.class != subject.ClassAgent || from.id == subject.Shared {
+		return ""
+	}
+	g := b.AgentRegistration(from.id)
+	switch {
+	case g.Owns(run.Incarnation):
+		return ""
+	case g.State == identity.Removed:
+		return fmt.Sprintf("Agent %s was removed and is not registered again; its credential acts on nothing. Register the agent (gatehouse agents add %s) and have the application open new work for it.", from.id, from.id)
+	case g.State == identity.Unregistered:
+		return fmt.Sprintf("The run was opened for an earlier agent named %s (registration %s), which the identity register no longer lists; register the agent (gatehouse agents add %s) and have the application open new work for it.", from.id, run.Incarnation, from.id)
+	}
+	return fmt.Sprintf("The run was opened for an earlier agent named %s (registration %s); the agent registered as %s now (registration %s) is another identity, the name having been removed and registered again, and may act only on runs opened for it. Have the application open new work for it.", from.id, stampOrNone(run.Incarnation), from.id, stampOrNone(g.Incarnation))
+}
+
+func stampOrNone(inc string) string {
+	if inc == "" {
+		return "none recorded"
+	}
+	return inc
 }
 
 // Refusals of the caller, made before policy is asked: Gatehouse
@@ -139,7 +183,9 @@ func RunAgent(r *Run) string {
 //
 //   - from must be an agent or Gatehouse (an application never proposes);
 //   - an agent must be the identity the run was opened for (RunAgent; a
-//     sub-run's is its delegate), else run-of-another-agent;
+//     sub-run's is its delegate), else run-of-another-agent; and the same
+//     registration of that name (Run.Incarnation is the name's incarnation
+//     now: staleIncarnation), else run-of-another-agent too;
 //   - origin: req.Origin, if the request names one, must be the
 //     established origin (establishedOrigin), else origin-not-established;
 //     it is then set to the established origin, which is all a sink sees;
@@ -157,9 +203,8 @@ func (b *Broker) admit(ctx context.Context, from Caller, sinkName policy.Sink, r
 		return b.refuseCaller(ctx, from, sinkName, run, req, b.establishedOrigin(from), RefuseRunOfAnotherAgent, ErrNotRunAgent,
 			fmt.Sprintf("The run was opened for %s; %s proposed this effect and may act only on its own runs.", describeAgent(RunAgent(run)), from))
 	}
-	if at, ok := b.removedBefore(from, run.Opened); ok {
-		return b.refuseCaller(ctx, from, sinkName, run, req, b.establishedOrigin(from), RefuseRunOfAnotherAgent, ErrNotRunAgent,
-			fmt.Sprintf("The run was opened for an earlier agent named %s, removed at %s; %s is a new identity and may act only on runs opened since.", from.id, at.Format(time.RFC3339), from))
+	if why := b.staleIncarnation(from, run); why != "" {
+		return b.refuseCaller(ctx, from, sinkName, run, req, b.establishedOrigin(from), RefuseRunOfAnotherAgent, ErrNotRunAgent, why)
 	}
 	origin := b.establishedOrigin(from)
 	if req.Origin != "" && req.Origin != origin {

@@ -57,6 +57,12 @@ type PeerMessage struct {
 	Body    json.RawMessage `json:"body,omitempty"` // send, broadcast
 	Task    json.RawMessage `json:"task,omitempty"` // delegate
 	Time    time.Time       `json:"time"`
+	// Incarnation is the registration of the recipient the message is
+	// for, set by the sending broker, never by the sender: the one in force
+	// at a send, the one its run was opened for at a delegation or
+	// broadcast (Run.Incarnation). It is handed over only to that
+	// registration (peernext.go); "" for none recorded.
+	Incarnation string `json:"incarnation,omitempty"`
 }
 
 // OpenChild opens a sub-run of the run parent for agent and returns it.
@@ -102,6 +108,7 @@ func (b *Broker) OpenChild(ctx context.Context, parent, agent string) (*Run, err
 		Scopes: slices.Clone(nonNil(p.Scopes)), Agent: agent, App: p.App, Input: p.Input, Opened: now,
 		Parent: p.ID, Root: root, Depth: p.Depth + 1,
 	}
+	c.Incarnation = b.AgentIncarnation(agent) // the delegate's registration now (caller.go)
 	if b.mode != policy.ModeOff {
 		ev, err := b.event(c.ID, journal.TypeRunOpen, "", journal.RunOpen{
 			ActingFor: c.For, Mandate: c.Mandate, MandateDigest: c.MandateDigest, Scopes: c.Scopes, Agent: c.Agent, Parent: c.Parent,

@@ -96,10 +96,14 @@
 //	                   admit refuses (run-of-another-agent, recorded in that run)
 //	                   unless the caller is the identity the run was opened for
 //	                   (RunAgent; a sub-run's is its delegate). A run id alone
-//	                   grants nothing. A run opened before the last removal of
-//	                   its agent's name was the removed agent's: a new agent of
-//	                   the name is refused there the same way, and peer messages
-//	                   sent to the name before are discarded, not handed to it.
+//	                   grants nothing. The run records the registration of its
+//	                   agent the broker knew at open (Run.Incarnation, from the
+//	                   identity register, see broker/identity): an agent removed
+//	                   and registered again under the name is refused there the
+//	                   same way, and a peer message, stamped by the sending
+//	                   broker with its recipient's registration
+//	                   (PeerMessage.Incarnation), is discarded, not handed to
+//	                   another registration. No clock is compared.
 //	acting_for, tenant, person, mandate, scopes, agent, input
 //	                   refused by name (FORBIDDEN_FIELD); they come from the run record
 //	origin             Gatehouse's: model for agent credentials unless the deployment
@@ -179,8 +183,9 @@
 // subject's application identity. What an application's requests carry is
 // its word, which is the point of an application: OpenWork's tenant,
 // person, mandate, scopes, input and agent (a name, checked only for form:
-// work may be opened for an agent not yet registered, and whoever is later
-// registered under that name acts in it), bounded only by the tenants the
+// work may be opened for an agent not yet registered, and the first agent
+// registered under that name acts in it; work opened for a name while it
+// is removed is the next registration's), bounded only by the tenants the
 // register binds it to; CloseWork's run must be one it opened; approval
 // list, get and decide (unbound applications only) read across tenants,
 // and a decision takes effect only as an assertion signed with the

@@ -9,6 +9,7 @@ import (
 
 	"github.com/nats-io/nats.go/micro"
 
+	"github.com/gatehouse/gatehouse/broker/identity"
 	"github.com/gatehouse/gatehouse/broker/subject"
 )
 
@@ -123,6 +124,10 @@ func (s *Service) peerNext(q PeerQueue) handler {
 			respond(r, &PeerNextReply{Error: errorBody(fmt.Errorf("%w: peer messages go to named agents only, each reading its own; the shared agent credential has none", ErrNotRunAgent))})
 			return
 		}
+		if s.b.AgentRegistration(from.id).State == identity.Removed {
+			respond(r, &PeerNextReply{Error: errorBody(fmt.Errorf("%w: agent %s was removed and is not registered again, so its credential reads nothing; register it (gatehouse agents add %s) to read what is sent to it from then on", ErrNotRunAgent, from.id, from.id))})
+			return
+		}
 		req, err := DecodePeerNext(r.Data())
 		if err != nil {
 			respond(r, &PeerNextReply{Error: errorBody(err)})
@@ -150,14 +155,16 @@ func (s *Service) peerNext(q PeerQueue) handler {
 	}
 }
 
-// maxStaleSkipped bounds the messages of a removed agent one PeerNext
-// discards before it answers with none (the next request goes on).
+// maxStaleSkipped bounds the messages of another registration of the
+// name one PeerNext discards before it answers with none (the next request
+// goes on).
 const maxStaleSkipped = 256
 
-// nextOwn is q.Next for from, discarding the messages sent to a removed
-// agent of from's name before it was removed: they were that agent's, not
-// this one's, which is a new identity of the same name. Each is taken
-// (acknowledged) and logged, so it is handed to nobody.
+// nextOwn is q.Next for from, discarding the messages that were for
+// another registration of from's name (the registration in force does not
+// own PeerMessage.Incarnation, identity.Registration.Owns): they were a
+// removed agent's, never this one's. Each is taken (acknowledged) and
+// logged, so it is handed to nobody.
 func (s *Service) nextOwn(ctx context.Context, q PeerQueue, from Caller, wait time.Duration) (*PeerMessage, error) {
 	deadline := time.Now().Add(wait)
 	for range maxStaleSkipped {
@@ -165,10 +172,12 @@ func (s *Service) nextOwn(ctx context.Context, q PeerQueue, from Caller, wait ti
 		if err != nil || m == nil {
 			return m, err
 		}
-		if _, stale := s.b.removedBefore(from, m.Time); !stale {
+		// Looked up for each message: a reload between two must not hand
+		// the next one to a registration it was not for.
+		if s.b.AgentRegistration(from.id).Owns(m.Incarnation) {
 			return m, nil
 		}
-		s.b.log.Warn("peer message to a removed agent of this name discarded", "agent", from.id, "from_run", m.FromRun, "sent", m.Time)
+		s.b.log.Warn("peer message for another registration of this agent name discarded", "agent", from.id, "from_run", m.FromRun, "for", m.Incarnation)
 	}
 	return nil, nil
 }

@@ -29,6 +29,11 @@ type Run struct {
 	// Agent is the agent identity the run accepts effects from ("" the
 	// shared agent credential; see RunAgent).
 	Agent string `json:"agent,omitempty"`
+	// Incarnation is the registration of Agent the broker knew when the
+	// run opened (Broker.AgentIncarnation; "" for none recorded): effects
+	// are accepted only from that registration, never from an agent
+	// registered under the name later.
+	Incarnation string `json:"incarnation,omitempty"`
 	// App is the application identity that opened the work (RunApp): only
 	// it may close the run or read its outputs. Sub-runs keep the first
 	// run's.

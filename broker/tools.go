@@ -207,8 +207,8 @@ func (b *Broker) runOf(ctx context.Context, from Caller, runID string) (*Run, er
 	if !from.internal && (from.class != subject.ClassAgent || from.id != RunAgent(run)) {
 		return nil, fmt.Errorf("%w: run %s was opened for %s; %s may ask only about its own runs", ErrNotRunAgent, run.ID, describeAgent(RunAgent(run)), from)
 	}
-	if _, ok := b.removedBefore(from, run.Opened); ok {
-		return nil, fmt.Errorf("%w: run %s was opened for an earlier agent named %s, since removed; %s may ask only about its own runs", ErrNotRunAgent, run.ID, from.id, from)
+	if why := b.staleIncarnation(from, run); why != "" {
+		return nil, fmt.Errorf("%w: run %s: %s", ErrNotRunAgent, run.ID, why)
 	}
 	if run.Closed {
 		return nil, fmt.Errorf("%w: %s", ErrRunClosed, run.ID)

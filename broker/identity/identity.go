@@ -20,6 +20,37 @@
 //   - An application's Tenants bound the work it may open (and so close and
 //     read): empty is any tenant. A bound application may not use the
 //     approval endpoints, which span tenants.
+//   - An agent's Incarnation names its registration: `gatehouse agents add`
+//     draws a fresh random one each time a name is registered, so an agent
+//     removed and registered again under the same name is another identity
+//     (see Incarnation below).
+//
+// # Incarnations, and why not times
+//
+// A run opened for a named agent records a stamp of the registration the
+// broker saw when it opened it (broker.Run.Incarnation, the Stamp of
+// AgentRegistration), and a peer message the stamp of its recipient when
+// a broker sent it; the broker accepts an effect in the run, and hands
+// over the message, only to the registration that owns the stamp
+// (Registration.Owns): the one it was made for; the first registration
+// of a name also what was made for the name before it was registered; the
+// registration following a removal also what was made for the name while
+// it was removed. Nothing is compared with a clock: an earlier design
+// recorded when a name was removed, by the CLI's clock, and compared it
+// with a run's open time, by the broker's, so clock skew between machines
+// let a re-added agent act on the removed one's runs (broker clock ahead)
+// or refused it on its own (behind).
+//
+// Registers written before incarnations load unchanged: an agent without
+// one whose name was never removed has the incarnation "", which is also
+// the stamp of what was made for it before (its own: no other
+// registration of the name existed). One without one whose name was
+// removed before (re-added under an old Gatehouse) gets LegacyIncarnation,
+// derived from the file, the same for every broker loading it: what was
+// made for the name before the upgrade cannot be told from the removed
+// agent's and is refused (the application opens new work), what is made
+// since is its. Agents given with serve --agents are not in the file and
+// have the incarnation "" for as long as serve runs with the flag.
 //
 // A Registry value is not safe for concurrent change; Holder shares one
 // read-only snapshot between goroutines and swaps it on reload.
@@ -27,6 +58,10 @@ package identity
 
 import (
 	"bytes"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base32"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -34,6 +69,8 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -60,9 +97,17 @@ var (
 type Agent struct {
 	Name string `json:"name"`
 	// Origin is the declared origin of the agent's requests; "" is model.
-	Origin  policy.Origin `json:"origin,omitempty"`
-	Added   time.Time     `json:"added"`
-	Rotated time.Time     `json:"rotated,omitzero"`
+	Origin policy.Origin `json:"origin,omitempty"`
+	// Incarnation names this registration of the name: fresh and random
+	// at every AddAgent, kept by rotations, never reused. "" in registers
+	// written before incarnations existed (see AgentIncarnation).
+	Incarnation string `json:"incarnation,omitempty"`
+	// Follows is AfterRemoval of the registration removed before this
+	// one, if the name was removed before: what was made for the name
+	// while it was removed is this registration's.
+	Follows string    `json:"follows,omitempty"`
+	Added   time.Time `json:"added"`
+	Rotated time.Time `json:"rotated,omitzero"`
 }
 
 // EffectiveOrigin is a's origin, model when none is declared.
@@ -86,17 +131,22 @@ type App struct {
 type Registry struct {
 	Agents []Agent `json:"agents"`
 	Apps   []App   `json:"apps"`
-	// Removed is when each agent name was last removed. An agent
-	// registered under the name again is a new identity: runs opened for
-	// the name before that moment, and peer messages sent to it before,
-	// were the removed agent's and are never its (AgentRemovedAt).
+	// Removed lists the agent names removed at least once, each with its
+	// last removal. An agent registered under the name again is a new
+	// identity, told apart by its Incarnation; Removed only says that the
+	// name had another registration before (what AgentIncarnation needs
+	// for registers written before incarnations existed) and, for people,
+	// when and which one was removed.
 	Removed []Removal `json:"removed,omitempty"`
 }
 
-// Removal is the last removal of an agent name.
+// Removal is the last removal of an agent name. At is the removing CLI's
+// clock, for people only: no decision compares it with anything.
 type Removal struct {
 	Name string    `json:"name"`
 	At   time.Time `json:"at"`
+	// Incarnation is the removed registration's ("" if it had none).
+	Incarnation string `json:"incarnation,omitempty"`
 }
 
 // Load reads the register at path; a missing file is an empty register.
@@ -150,6 +200,12 @@ func (r *Registry) Validate() error {
 		if err := CheckOrigin(a.Origin); err != nil {
 			return fmt.Errorf("agent %s: %w", a.Name, err)
 		}
+		if err := checkIncarnation(a.Incarnation); err != nil {
+			return fmt.Errorf("agent %s: %w", a.Name, err)
+		}
+		if err := checkIncarnation(a.Follows); err != nil {
+			return fmt.Errorf("agent %s: follows: %w", a.Name, err)
+		}
 		if seen[a.Name] {
 			return fmt.Errorf("agent %s: %w twice", a.Name, ErrExists)
 		}
@@ -158,6 +214,9 @@ func (r *Registry) Validate() error {
 	for _, rm := range r.Removed {
 		if err := checkName(rm.Name); err != nil {
 			return fmt.Errorf("removed: %w", err)
+		}
+		if err := checkIncarnation(rm.Incarnation); err != nil {
+			return fmt.Errorf("removed %s: %w", rm.Name, err)
 		}
 	}
 	seen = map[string]bool{}
@@ -224,7 +283,11 @@ func (r *Registry) App(name string) (App, bool) {
 	return r.Apps[i], true
 }
 
-// AddAgent registers a named agent; ErrExists if it is.
+// AddAgent registers a named agent; ErrExists if it is. An agent given
+// without an Incarnation gets a fresh one (NewIncarnation): every
+// registration of a name is a new identity. One of a name removed before
+// follows that removal (Follows), so it owns what was made for the name
+// while no agent held it.
 func (r *Registry) AddAgent(a Agent) error {
 	if err := checkName(a.Name); err != nil {
 		return err
@@ -232,8 +295,19 @@ func (r *Registry) AddAgent(a Agent) error {
 	if err := CheckOrigin(a.Origin); err != nil {
 		return err
 	}
+	if err := checkIncarnation(a.Incarnation); err != nil {
+		return err
+	}
 	if _, ok := r.Agent(a.Name); ok {
 		return fmt.Errorf("agent %s: %w", a.Name, ErrExists)
+	}
+	if a.Incarnation == "" {
+		a.Incarnation = NewIncarnation()
+	}
+	if a.Follows == "" {
+		if i := slices.IndexFunc(r.Removed, func(rm Removal) bool { return rm.Name == a.Name }); i >= 0 {
+			a.Follows = AfterRemoval(r.Removed[i].Incarnation)
+		}
 	}
 	r.Agents = append(r.Agents, a)
 	return nil
@@ -251,26 +325,164 @@ func (r *Registry) AddApp(a App) error {
 	return r.Validate()
 }
 
-// RemoveAgent unregisters a named agent and records when (Removed);
-// ErrNotFound if it is not registered.
+// RemoveAgent unregisters a named agent and records that the name was
+// removed (Removed, with the time by this process's clock, for people, and
+// the removed incarnation); ErrNotFound if it is not registered.
 func (r *Registry) RemoveAgent(name string) error {
-	n := len(r.Agents)
-	r.Agents = slices.DeleteFunc(r.Agents, func(a Agent) bool { return a.Name == name })
-	if len(r.Agents) == n {
+	gone, ok := r.Agent(name)
+	if !ok {
 		return fmt.Errorf("agent %s: %w", name, ErrNotFound)
 	}
+	inc := r.AgentRegistration(name).Incarnation
+	r.Agents = slices.DeleteFunc(r.Agents, func(a Agent) bool { return a.Name == gone.Name })
 	r.Removed = slices.DeleteFunc(r.Removed, func(rm Removal) bool { return rm.Name == name })
-	r.Removed = append(r.Removed, Removal{Name: name, At: time.Now().UTC()})
+	r.Removed = append(r.Removed, Removal{Name: name, At: time.Now().UTC(), Incarnation: inc})
 	return nil
 }
 
-// AgentRemovedAt returns when an agent of this name was last removed.
+// AgentRemovedAt returns when an agent of this name was last removed, by
+// the removing CLI's clock: for people, never to decide with.
 func (r *Registry) AgentRemovedAt(name string) (time.Time, bool) {
 	i := slices.IndexFunc(r.Removed, func(rm Removal) bool { return rm.Name == name })
 	if i < 0 {
 		return time.Time{}, false
 	}
 	return r.Removed[i].At, true
+}
+
+// State says what the register knows of an agent name.
+type State int
+
+const (
+	// Unregistered: the register never knew the name (an agent whose
+	// credentials the deployment keeps elsewhere, on an external NATS, or
+	// one not added yet).
+	Unregistered State = iota
+	// Registered: the name is registered.
+	Registered
+	// Removed: the name was removed and is not registered again: no
+	// identity of that name exists.
+	Removed
+)
+
+// Registration is what the register says of an agent name: which
+// registration is in force, and so which runs and messages made for the
+// name are that registration's (Owns). Stamp is what a broker records on
+// a run opened, or a message sent, for the name now.
+type Registration struct {
+	State State
+	// Incarnation is the registration's (Registered only; "" for an agent
+	// of a register written before incarnations, never removed).
+	Incarnation string
+	// Stamp is what is recorded now on what is made for the name:
+	// Incarnation when Registered, "" when Unregistered, and when Removed
+	// AfterRemoval of the last removal, which the next registration of
+	// the name owns (Follows).
+	Stamp string
+	// Follows is the stamp made while the name was removed, before this
+	// registration, which it owns ("" for none).
+	Follows string
+	// First is true when the name was never removed: the registration
+	// owns what was stamped "" (made before it was added, or before
+	// incarnations existed), there being no other it could be.
+	First bool
+}
+
+// Owns reports whether what was stamped stamp (a run's Incarnation, a
+// peer message's) belongs to this registration. A removed name owns
+// nothing; an unregistered one (whoever the NATS server lets use it) only
+// what was stamped "", made while the register did not know it either.
+func (g Registration) Owns(stamp string) bool {
+	switch g.State {
+	case Registered:
+		return stamp == g.Incarnation || (g.Follows != "" && stamp == g.Follows) || (stamp == "" && g.First)
+	case Unregistered:
+		return stamp == ""
+	}
+	return false
+}
+
+// AfterRemoval is the stamp of what is made for a name while it is
+// removed: "after-" and the removed registration's incarnation (which may
+// be "", for one registered before incarnations).
+func AfterRemoval(removed string) string { return "after-" + removed }
+
+// AgentRegistration is what the register says of name:
+//
+//   - registered with an Incarnation: that, following the last removal of
+//     the name if there was one (Agent.Follows);
+//   - registered without one (a register written before incarnations),
+//     never removed: incarnation "", First: everything made for the name
+//     before is its;
+//   - registered without one, removed before (re-added under an old
+//     Gatehouse): LegacyIncarnation, which nothing made before the
+//     upgrade carries (those runs cannot be told from the removed
+//     agent's, and are refused: open new work);
+//   - removed and not registered again: State Removed, Stamp
+//     AfterRemoval of the removed incarnation;
+//   - never known: State Unregistered, Stamp "".
+func (r *Registry) AgentRegistration(name string) Registration {
+	var a *Agent
+	var rm *Removal
+	if i := slices.IndexFunc(r.Agents, func(a Agent) bool { return a.Name == name }); i >= 0 {
+		a = &r.Agents[i]
+	}
+	if i := slices.IndexFunc(r.Removed, func(rm Removal) bool { return rm.Name == name }); i >= 0 {
+		rm = &r.Removed[i]
+	}
+	return registration(a, rm)
+}
+
+// registration is what a name's entry a (nil: none) and last removal rm
+// (nil: none) make of it (AgentRegistration).
+func registration(a *Agent, rm *Removal) Registration {
+	switch {
+	case a != nil:
+		g := Registration{State: Registered, Incarnation: a.Incarnation, Follows: a.Follows, First: rm == nil}
+		if g.Incarnation == "" && rm != nil {
+			g.Incarnation = LegacyIncarnation(*a)
+		}
+		g.Stamp = g.Incarnation
+		return g
+	case rm != nil:
+		return Registration{State: Removed, Stamp: AfterRemoval(rm.Incarnation)}
+	}
+	return Registration{State: Unregistered}
+}
+
+// LegacyIncarnation is the incarnation of a, registered without one after
+// an agent of its name was removed: "legacy-" and a digest of its name and
+// Added time, which identify that registration (Added is a time, but used
+// here as a name, never compared), the same wherever the file is loaded.
+func LegacyIncarnation(a Agent) string {
+	sum := sha256.Sum256([]byte("gatehouse agent incarnation\x00" + a.Name + "\x00" + a.Added.UTC().Format(time.RFC3339Nano)))
+	return "legacy-" + hex.EncodeToString(sum[:12])
+}
+
+// NewIncarnation returns a fresh incarnation: 128 random bits, in
+// lowercase base32 after "i-".
+func NewIncarnation() string {
+	b := make([]byte, 16)
+	_, _ = rand.Read(b) // never fails (crypto/rand)
+	return "i-" + strings.ToLower(base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(b))
+}
+
+// MaxIncarnationLen bounds an incarnation in the register.
+const MaxIncarnationLen = 64
+
+// ErrBadIncarnation is an incarnation the register cannot hold.
+var ErrBadIncarnation = errors.New("not an incarnation")
+
+func checkIncarnation(inc string) error {
+	if len(inc) > MaxIncarnationLen {
+		return fmt.Errorf("%w: %d characters, at most %d", ErrBadIncarnation, len(inc), MaxIncarnationLen)
+	}
+	for _, c := range inc {
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-') {
+			return fmt.Errorf("%w: %q: lowercase letters, digits and '-' only", ErrBadIncarnation, inc)
+		}
+	}
+	return nil
 }
 
 // RemoveApp unregisters a named application; ErrNotFound if it is not.
@@ -322,7 +534,12 @@ func CheckOrigin(o policy.Origin) error {
 // Holder shares the register in force between goroutines: readers get a
 // snapshot they must not change, reload swaps it whole. The zero value
 // holds an empty register. Safe for concurrent use.
-type Holder struct{ p atomic.Pointer[Registry] }
+type Holder struct {
+	p atomic.Pointer[indexed]
+
+	mu      sync.Mutex
+	changed chan struct{} // closed by the next Store
+}
 
 // NewHolder returns a holder of r.
 func NewHolder(r *Registry) *Holder {
@@ -331,16 +548,62 @@ func NewHolder(r *Registry) *Holder {
 	return h
 }
 
-// Load returns the register in force.
-func (h *Holder) Load() *Registry {
-	if r := h.p.Load(); r != nil {
-		return r
-	}
-	return &Registry{}
+// indexed is a register in force with its agents and removals by name,
+// so that what every effect asks costs no scan of the register.
+type indexed struct {
+	reg     *Registry
+	agents  map[string]*Agent
+	removed map[string]*Removal
 }
 
-// Store puts r in force.
-func (h *Holder) Store(r *Registry) { h.p.Store(r) }
+func index(r *Registry) *indexed {
+	x := &indexed{reg: r, agents: make(map[string]*Agent, len(r.Agents)), removed: make(map[string]*Removal, len(r.Removed))}
+	for i := range r.Agents {
+		if _, dup := x.agents[r.Agents[i].Name]; !dup { // the first, as Agent finds it
+			x.agents[r.Agents[i].Name] = &r.Agents[i]
+		}
+	}
+	for i := range r.Removed {
+		if _, dup := x.removed[r.Removed[i].Name]; !dup {
+			x.removed[r.Removed[i].Name] = &r.Removed[i]
+		}
+	}
+	return x
+}
+
+func (h *Holder) loadIndexed() *indexed {
+	if x := h.p.Load(); x != nil {
+		return x
+	}
+	return index(&Registry{})
+}
+
+// Load returns the register in force.
+func (h *Holder) Load() *Registry { return h.loadIndexed().reg }
+
+// Store puts r in force, and tells every Changed channel taken before.
+// r must not change from then on.
+func (h *Holder) Store(r *Registry) {
+	h.p.Store(index(r))
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.changed != nil {
+		close(h.changed)
+		h.changed = nil
+	}
+}
+
+// Changed returns a channel closed at the next Store: what holds state
+// derived from an identity (an MCP session authenticated to an agent)
+// takes it, then looks at the register, and looks again once it closes.
+func (h *Holder) Changed() <-chan struct{} {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.changed == nil {
+		h.changed = make(chan struct{})
+	}
+	return h.changed
+}
 
 // AgentOrigin is the origin Gatehouse establishes for requests of agent
 // identity id: model for the shared credential and for an agent the
@@ -350,21 +613,21 @@ func (h *Holder) AgentOrigin(id string) policy.Origin {
 	if id == subject.Shared {
 		return policy.OriginModel
 	}
-	a, ok := h.Load().Agent(id)
+	a, ok := h.loadIndexed().agents[id]
 	if !ok {
 		return policy.OriginModel
 	}
 	return a.EffectiveOrigin()
 }
 
-// AgentRemovedAt returns when an agent named id was last removed from
-// the register: what was opened for or sent to the name until then was the
-// removed agent's, never a later agent's of the same name.
-func (h *Holder) AgentRemovedAt(id string) (time.Time, bool) {
+// AgentRegistration is Registry.AgentRegistration of the register in
+// force; the shared credential is Unregistered.
+func (h *Holder) AgentRegistration(id string) Registration {
 	if id == subject.Shared {
-		return time.Time{}, false
+		return Registration{State: Unregistered}
 	}
-	return h.Load().AgentRemovedAt(id)
+	x := h.loadIndexed()
+	return registration(x.agents[id], x.removed[id])
 }
 
 // AppTenants returns the tenants application identity id may open work

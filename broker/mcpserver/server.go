@@ -43,6 +43,16 @@
 // a newly accepted upstream tool shows without a restart (clients are told
 // with notifications/tools/list_changed when the set changes).
 //
+// # Sessions end with their agent's registration
+//
+// A streamable HTTP session is authenticated once, and may outlive the
+// registration of the agent it spoke for (removed, or removed and added
+// again: another identity of the name). A Guard (guard.go) ends such a
+// session: its next request is refused with NOT_RUN_AGENT and why, an
+// idle one is closed when the register changes, and later requests on it
+// are answered 404 with why. The stdio transport has no Guard: there the
+// agent's own process, with its own credential, is the session.
+//
 // Tool names are the card names (Effect.Tool) made safe for every MCP
 // client: "output.deliver" is output_deliver, the upstream tool
 // "bank/transfer" is bank__transfer; characters outside letters, digits, '_'
@@ -87,6 +97,12 @@ type Config struct {
 	ApprovalWait time.Duration
 	// CallTimeout bounds one effect request (default 60 s).
 	CallTimeout time.Duration
+	// Guard, when set, ends the session once Identity, the agent
+	// registration it was authenticated to, is no longer in force (see
+	// Guard); nil: the transport authenticates nothing (stdio, where the
+	// agent's process is the agent).
+	Guard    *Guard
+	Identity Identity
 	// Name is the implementation name announced (default "gatehouse").
 	Name, Version string
 	Logger        *slog.Logger
@@ -144,6 +160,10 @@ func New(cfg Config) (*Server, error) {
 			return next(ctx, method, req)
 		}
 	})
+	if cfg.Guard != nil {
+		// Added last, so outermost: checked before anything else runs.
+		s.srv.AddReceivingMiddleware(cfg.Guard.middleware(cfg.Identity))
+	}
 	return s, nil
 }
 

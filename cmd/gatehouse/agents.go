@@ -29,7 +29,10 @@ start and acts only on runs opened without an agent.
 Commands:
   add NAME [--origin O]   register an agent and make its credential
   rotate NAME             replace its credential; the old one stops working
-  remove NAME             delete its credential and forget it
+  remove NAME             delete its credential and forget it; an agent
+                          added later under NAME is another identity: it
+                          cannot act in the runs opened for this one nor
+                          read the messages sent to it
   list                    the registered agents
   nats-conf               the users and permissions to give an external
                           NATS (the account's "users" list)
@@ -278,9 +281,12 @@ func listIdentities(env *cliEnv, dataDir string, reg *identity.Registry, class s
 		Name    string        `json:"name"`
 		Origin  policy.Origin `json:"origin,omitempty"`
 		Tenants []string      `json:"tenants,omitempty"`
-		Creds   string        `json:"creds"`
-		Added   time.Time     `json:"added"`
-		Rotated time.Time     `json:"rotated,omitzero"`
+		// Incarnation names the agent's registration: one removed and
+		// added again under the name has another (package broker/identity).
+		Incarnation string    `json:"incarnation,omitempty"`
+		Creds       string    `json:"creds"`
+		Added       time.Time `json:"added"`
+		Rotated     time.Time `json:"rotated,omitzero"`
 	}
 	rows := []row{}
 	if class == subject.ClassApp {
@@ -289,7 +295,8 @@ func listIdentities(env *cliEnv, dataDir string, reg *identity.Registry, class s
 		}
 	} else {
 		for _, a := range reg.Agents {
-			rows = append(rows, row{Name: a.Name, Origin: a.EffectiveOrigin(), Creds: credsOf(dataDir, class, a.Name), Added: a.Added, Rotated: a.Rotated})
+			rows = append(rows, row{Name: a.Name, Origin: a.EffectiveOrigin(), Incarnation: reg.AgentRegistration(a.Name).Incarnation,
+				Creds: credsOf(dataDir, class, a.Name), Added: a.Added, Rotated: a.Rotated})
 		}
 	}
 	if asJSON {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 
@@ -74,12 +75,12 @@ func (x *identities) reload() error {
 		x.log.Error("identities not reloaded: the register in force stays", "err", err)
 		return err
 	}
-	// Removals take effect before the users: a name removed and added again
-	// within one reload must not let the new agent in before the broker
-	// knows the removed one's runs and messages are not its.
-	cur := *x.holder.Load()
-	cur.Removed = reg.Removed
-	x.holder.Store(&cur)
+	// Removals take effect before the users: a name removed, or removed
+	// and added again, within one reload is first no identity at all, so
+	// neither the removed agent (still connected until the NATS reload
+	// closes it) nor the new one acts until the NATS server has the new
+	// users. If that fails the name stays refused: closed, not open.
+	x.holder.Store(withoutReplaced(x.holder.Load(), reg))
 	if x.ns != nil {
 		if err := x.ns.Reload(reg); err != nil {
 			x.log.Error("identities not reloaded: the embedded NATS refused the users; the register in force stays", "err", err)
@@ -89,6 +90,29 @@ func (x *identities) reload() error {
 	x.holder.Store(reg)
 	x.log.Info("identities reloaded", "agents", len(reg.Agents), "apps", len(reg.Apps))
 	return nil
+}
+
+// withoutReplaced is cur without its agents that next removes or
+// registers anew (another incarnation), with next's removals: in force
+// while the NATS server's users change, no identity of those names acts,
+// and work opened for them meanwhile is stamped for the registration that
+// follows (identity.AfterRemoval).
+func withoutReplaced(cur, next *identity.Registry) *identity.Registry {
+	mid := *cur
+	mid.Removed = slices.Clone(next.Removed)
+	mid.Agents = nil
+	for _, a := range cur.Agents {
+		was, now := cur.AgentRegistration(a.Name), next.AgentRegistration(a.Name)
+		if now.State == identity.Registered && now.Incarnation == was.Incarnation {
+			mid.Agents = append(mid.Agents, a)
+			continue
+		}
+		if !slices.ContainsFunc(mid.Removed, func(rm identity.Removal) bool { return rm.Name == a.Name }) {
+			// Replaced without a removal on record (the file edited by hand).
+			mid.Removed = append(mid.Removed, identity.Removal{Name: a.Name, Incarnation: was.Incarnation})
+		}
+	}
+	return &mid
 }
 
 // watch reloads on every change of the register file until stop is

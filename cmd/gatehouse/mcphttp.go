@@ -37,6 +37,15 @@ import (
 // and inbox), exactly as the agent's own request would be. The SDK keeps a
 // session to the token's agent: a request with another agent's token on
 // the session is refused.
+//
+// A session speaks for one registration of its agent (package
+// broker/identity): it opens only on a run opened for that registration,
+// and once the registration ends (the agent removed, or removed and added
+// again: another identity of the name) the session ends too (mcpserver
+// Guard): the request that finds it so is refused with NOT_RUN_AGENT and
+// why, the session is closed, and a later request on it is answered 404
+// with why (NOT_RUN_AGENT); a session that is idle is closed when the
+// register changes.
 
 const mcpTokenPrefix = "ghmcp_"
 
@@ -180,6 +189,7 @@ func (t *mcpTokens) verify(_ context.Context, token string, _ *http.Request) (*a
 // mcpHTTP is the streamable HTTP transport serve runs on --mcp-http.
 type mcpHTTP struct {
 	runs  func(ctx context.Context, id string) (*broker.Run, error)
+	guard *mcpserver.Guard
 	dial  func(agent string) (*client.Client, error)
 	wait  time.Duration
 	log   *slog.Logger
@@ -190,19 +200,19 @@ type mcpHTTP struct {
 }
 
 // startMCPHTTP listens on addr and serves MCP sessions there until close.
-func startMCPHTTP(addr string, toks *mcpTokens, runs func(context.Context, string) (*broker.Run, error),
+func startMCPHTTP(addr string, toks *mcpTokens, runs func(context.Context, string) (*broker.Run, error), regs mcpserver.Registrations,
 	dial func(agent string) (*client.Client, error), wait time.Duration, log *slog.Logger) (*mcpHTTP, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, err
 	}
-	m := &mcpHTTP{runs: runs, dial: dial, wait: wait, log: log, ln: ln, conns: map[string]*client.Client{}}
+	m := &mcpHTTP{runs: runs, guard: mcpserver.NewGuard(regs, log), dial: dial, wait: wait, log: log, ln: ln, conns: map[string]*client.Client{}}
 	h := mcp.NewStreamableHTTPHandler(m.server, &mcp.StreamableHTTPOptions{Logger: log, SessionTimeout: 30 * time.Minute,
 		MaxRequestBodyBytes: 2 * broker.MaxRequestBytes})
 	mux := http.NewServeMux()
 	// Origin first (DNS rebinding), then the bearer token, every 401 with
 	// its challenge.
-	mux.Handle("/mcp", mcpserver.CheckOrigin(mcpserver.Challenge("gatehouse", auth.RequireBearerToken(toks.verify, nil)(m.bind(h)))))
+	mux.Handle("/mcp", mcpserver.CheckOrigin(mcpserver.Challenge("gatehouse", auth.RequireBearerToken(toks.verify, nil)(m.guard.Handler(m.bind(h))))))
 	m.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	go func() {
 		if err := m.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
@@ -218,6 +228,7 @@ func (m *mcpHTTP) URL() string { return "http://" + m.ln.Addr().String() + "/mcp
 // close stops the server and the agents' connections.
 func (m *mcpHTTP) close(ctx context.Context) {
 	_ = m.srv.Shutdown(ctx)
+	m.guard.Close()
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for _, c := range m.conns {
@@ -226,7 +237,10 @@ func (m *mcpHTTP) close(ctx context.Context) {
 	m.conns = map[string]*client.Client{}
 }
 
-type ctxRunKey struct{}
+type (
+	ctxRunKey      struct{}
+	ctxIdentityKey struct{}
+)
 
 // bind checks, for a request opening a session, that its run is open and
 // was opened for the token's agent, and refuses it with 403 (or 404, 400)
@@ -260,7 +274,18 @@ func (m *mcpHTTP) bind(next http.Handler) http.Handler {
 				fmt.Sprintf("run %s was not opened for agent %s; an agent's session is bound to a run the application opened for it", id, ti.UserID))
 			return
 		}
-		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), ctxRunKey{}, run.ID)))
+		who, err := m.guard.Current(ti.UserID)
+		if err == nil {
+			err = m.guard.OwnsRun(ti.UserID, run)
+		}
+		if err != nil {
+			m.log.Warn("mcp session refused: the run is not this agent registration's", "agent", ti.UserID, "run", id, "err", err)
+			code, _ := broker.CodeOf(err)
+			httpError(w, http.StatusForbidden, code, err.Error())
+			return
+		}
+		ctx := context.WithValue(context.WithValue(r.Context(), ctxRunKey{}, run.ID), ctxIdentityKey{}, who)
+		next.ServeHTTP(w, r.WithContext(ctx))
 	})
 }
 
@@ -275,7 +300,8 @@ func httpError(w http.ResponseWriter, status int, code broker.Code, msg string) 
 func (m *mcpHTTP) server(r *http.Request) *mcp.Server {
 	ti := auth.TokenInfoFromContext(r.Context())
 	run, _ := r.Context().Value(ctxRunKey{}).(string)
-	if ti == nil || run == "" {
+	who, ok := r.Context().Value(ctxIdentityKey{}).(mcpserver.Identity)
+	if ti == nil || run == "" || !ok {
 		return nil
 	}
 	c, err := m.agent(ti.UserID)
@@ -283,7 +309,8 @@ func (m *mcpHTTP) server(r *http.Request) *mcp.Server {
 		m.log.Error("mcp session: cannot connect as the agent", "agent", ti.UserID, "err", err)
 		return nil
 	}
-	s, err := mcpserver.New(mcpserver.Config{Run: run, Agent: c, ApprovalWait: m.wait, Version: version, Logger: m.log})
+	s, err := mcpserver.New(mcpserver.Config{Run: run, Agent: c, ApprovalWait: m.wait, Version: version, Logger: m.log,
+		Guard: m.guard, Identity: who})
 	if err != nil {
 		return nil
 	}

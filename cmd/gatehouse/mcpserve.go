@@ -61,7 +61,7 @@ func (m *mcpFlags) startHTTP(c *serveConfig, ns *embedded.Server, natsURL string
 		}
 		return client.DialAgent(natsURL, agent, embedded.AgentCredsPath(filepath.Join(c.dataDir, "nats"), agent))
 	}
-	return startMCPHTTP(m.httpAddr, toks, b.LookupRun, dial, m.wait, log)
+	return startMCPHTTP(m.httpAddr, toks, b.LookupRun, b, dial, m.wait, log)
 }
 
 func (h *mcpHTTP) stop() {

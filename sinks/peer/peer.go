@@ -23,6 +23,15 @@
 // other run of the same work: the first run, if it has an agent, and every
 // sub-run delegated within it, each addressed to that run's agent.
 //
+// Every message carries the registration of its recipient it is for
+// (broker.PeerMessage.Incarnation), set here, never by the sender: for a
+// send, the recipient's registration in force (Incarnations); for a
+// delegation, the one the sub-run was opened for; for a broadcast, the
+// one each recipient run was opened for (kept with the run in the
+// gatehouse_peers bucket). The broker hands a message only to that
+// registration, so an agent removed and registered again under the same
+// name never reads what was sent to the one before (broker/peernext.go).
+//
 // Each is one effect: Sink peer, Action the action, Recipient and Target the
 // recipient ("*" for broadcast), Class notify, Origin the request's or
 // runtime. So agent cards' allowed_delegations apply to delegate, a
@@ -65,7 +74,9 @@
 // agents. No agent can read the journal or outputs.
 //
 // The runs of a piece of work are listed in the KV bucket gatehouse_peers,
-// keyed "<root run>.<run>.<agent>", written when a delegation opens a
+// keyed "<root run>.<run>.<agent>", the value the registration of the
+// agent the run was opened for (empty in entries written before
+// registrations were told apart), written when a delegation opens a
 // sub-run; broadcast reads it. Work that never delegated has no peers, and
 // its broadcast reaches nobody (the outcome says "recipients": "0").
 //
@@ -122,6 +133,14 @@ var ErrNotBound = errors.New("peer sink: not bound to a broker, so it cannot ope
 // RunOpener opens delegated sub-runs. *broker.Broker implements it.
 type RunOpener interface {
 	OpenChild(ctx context.Context, parent, agent string) (*broker.Run, error)
+}
+
+// Incarnations tells which registration of an agent name is in force
+// (broker.Broker.AgentIncarnation); *broker.Broker implements it. A sink
+// bound to one tags each message with its recipient's registration; an
+// unbound sink, or one bound to an opener without it, tags none ("").
+type Incarnations interface {
+	AgentIncarnation(name string) string
 }
 
 // Params are the peer sink's arguments. Which are allowed depends on the
@@ -232,6 +251,29 @@ func (s *Sink) Bind(o RunOpener) {
 	s.opener.Store(&boundOpener{o})
 }
 
+// incarnation is the registration of agent in force, as the bound
+// broker knows it; "" unbound.
+func (s *Sink) incarnation(agent string) string {
+	o := s.opener.Load()
+	if o == nil {
+		return ""
+	}
+	if r, ok := o.RunOpener.(Incarnations); ok {
+		return r.AgentIncarnation(agent)
+	}
+	return ""
+}
+
+// SetClock sets the clock that stamps PeerMessage.Time (nil: time.Now),
+// the clock of the broker's machine; no decision reads that time (whom a
+// message is for is its Incarnation). Call it before serving.
+func (s *Sink) SetClock(now func() time.Time) {
+	if now == nil {
+		now = time.Now
+	}
+	s.now = now
+}
+
 // Name implements broker.Sink.
 func (s *Sink) Name() policy.Sink { return policy.SinkPeer }
 
@@ -336,7 +378,8 @@ func (s *Sink) Perform(ctx context.Context, run *broker.Run, req *broker.EffectR
 	st := prop.State.(*state)
 	switch st.action {
 	case broker.PeerSend:
-		seq, err := s.deliver(ctx, st.to, &broker.PeerMessage{Kind: broker.PeerSend, Run: run.ID, Body: st.content}, run)
+		seq, err := s.deliver(ctx, st.to, &broker.PeerMessage{Kind: broker.PeerSend, Run: run.ID, Body: st.content,
+			Incarnation: s.incarnation(st.to)}, run)
 		if err != nil {
 			return nil, err
 		}
@@ -361,14 +404,15 @@ func (s *Sink) delegate(ctx context.Context, run *broker.Run, st *state, prop *b
 	// The first delegation of a piece of work is made from its first run,
 	// so that is when the first run joins the list of its peers.
 	if run.Parent == "" && subject.ValidAgent(run.Agent) {
-		if err := s.join(ctx, run.ID, run.ID, run.Agent); err != nil {
+		if err := s.join(ctx, run.ID, run.ID, run.Agent, run.Incarnation); err != nil {
 			return nil, err
 		}
 	}
-	if err := s.join(ctx, child.Root, child.ID, child.Agent); err != nil {
+	if err := s.join(ctx, child.Root, child.ID, child.Agent, child.Incarnation); err != nil {
 		return nil, err
 	}
-	seq, err := s.deliver(ctx, st.to, &broker.PeerMessage{Kind: broker.PeerDelegate, Run: child.ID, Task: st.content}, run)
+	seq, err := s.deliver(ctx, st.to, &broker.PeerMessage{Kind: broker.PeerDelegate, Run: child.ID, Task: st.content,
+		Incarnation: child.Incarnation}, run)
 	if err != nil {
 		return nil, err
 	}
@@ -390,7 +434,8 @@ func (s *Sink) broadcast(ctx context.Context, run *broker.Run, st *state, prop *
 		if m.run == run.ID {
 			continue
 		}
-		if _, err := s.deliver(ctx, m.agent, &broker.PeerMessage{Kind: broker.PeerBroadcast, Run: m.run, Body: st.content}, run); err != nil {
+		if _, err := s.deliver(ctx, m.agent, &broker.PeerMessage{Kind: broker.PeerBroadcast, Run: m.run, Body: st.content,
+			Incarnation: m.incarnation}, run); err != nil {
 			return nil, fmt.Errorf("broadcast delivered to %d of the work's other runs, then: %w", n, err)
 		}
 		n++
@@ -399,11 +444,13 @@ func (s *Sink) broadcast(ctx context.Context, run *broker.Run, st *state, prop *
 	return done(prop, map[string]string{"recipient": "*", "recipients": count}, map[string]any{"recipients": n})
 }
 
-type member struct{ run, agent string }
+type member struct{ run, agent, incarnation string }
 
-// join lists run, worked by agent, among the runs of the work root.
-func (s *Sink) join(ctx context.Context, root, run, agent string) error {
-	if _, err := s.kv.Put(ctx, root+"."+run+"."+agent, nil); err != nil {
+// join lists run, worked by agent's registration incarnation, among the
+// runs of the work root: the key names the run and agent, the value is
+// the incarnation (empty in entries written before incarnations).
+func (s *Sink) join(ctx context.Context, root, run, agent, incarnation string) error {
+	if _, err := s.kv.Put(ctx, root+"."+run+"."+agent, []byte(incarnation)); err != nil {
 		return fmt.Errorf("list %s among the runs of %s: %w", run, root, err)
 	}
 	return nil
@@ -429,7 +476,19 @@ func (s *Sink) members(ctx context.Context, root string) ([]member, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	return out, nil
+	kept := out[:0]
+	for _, m := range out {
+		e, err := s.kv.Get(ctx, root+"."+m.run+"."+m.agent)
+		if errors.Is(err, jetstream.ErrKeyNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("read run %s of %s: %w", m.run, root, err)
+		}
+		m.incarnation = string(e.Value())
+		kept = append(kept, m)
+	}
+	return kept, nil
 }
 
 // deliver publishes m to agent, filling in the sender from the run's
