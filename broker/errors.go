@@ -55,6 +55,12 @@ var (
 	// ErrTooManyWaits: the agent identity already has as many requests
 	// waiting on this broker as it may (tools.wait); nothing was waited on.
 	ErrTooManyWaits = errors.New("too many waiting requests for this agent")
+
+	// ErrQuotaExceeded: the put would take the run's tenant past its
+	// budget of stored bytes in a sink's shared store (memory, artifacts);
+	// nothing was stored. Sinks wrap it in their own error, which names the
+	// budget and the flag that sets it.
+	ErrQuotaExceeded = errors.New("tenant storage quota exceeded")
 )
 
 // Code is a stable error code carried in replies beside a human message.
@@ -97,6 +103,8 @@ const (
 
 	CodeTooManyWaits Code = "TOO_MANY_WAITS"
 	CodeTooLarge     Code = "TOO_LARGE"
+
+	CodeQuotaExceeded Code = "QUOTA_EXCEEDED"
 )
 
 // codes is the one table from sentinel errors to codes and advice; a test
@@ -108,6 +116,7 @@ var codes = []struct {
 }{
 	// ErrTooLarge wraps ErrBadRequest too, so it comes first.
 	{ErrTooLarge, CodeTooLarge, "send less: a peer message or output must fit in one message of its stream (serve --stream-max-message-kb)"},
+	{ErrQuotaExceeded, CodeQuotaExceeded, "make room: delete what the tenant no longer needs (memory delete, artifact delete; an overwrite with smaller content also fits), or ask the operator to raise the tenant budget (serve --memory-quota-mb, --artifact-quota-mb)"},
 	{ErrBadRequest, CodeBadRequest, "fix the request: every sink's actions and params are in sinks/REFERENCE.md (gatehouse sinks SINK)"},
 	{ErrForbiddenField, CodeForbiddenField, "whom work is for comes only from the application that opened the run; remove the field"},
 	{ErrUnknownRun, CodeUnknownRun, "open work first (gatehouse.v1.app.<app>.work.open) and use the run id it returns"},

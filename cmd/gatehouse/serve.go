@@ -86,6 +86,7 @@ type serveConfig struct {
 	dashboard     dashboardFlags // dashboard_serve.go
 	mcp           mcpFlags       // mcpserve.go
 	streams       streamFlags    // streamflags.go
+	quotas        quotaFlags     // quotaflags.go
 
 	journalCapture     string
 	journalContentDays int
@@ -124,6 +125,7 @@ func serveFlags(env *cliEnv, c *serveConfig) *flagSet {
 	c.dashboard.register(fs)
 	c.mcp.register(fs)
 	c.streams.register(fs)
+	c.quotas.register(fs)
 	fs.stringVar(&c.journalCapture, "journal-capture", envOr(env, "JOURNAL_CAPTURE", "full"), "what is kept of what decisions depended on, beside the journal in DATA_DIR/content: full (replayable), digests (verifiable only) or off (also $JOURNAL_CAPTURE)")
 	fs.stringVar(&c.contentStore, "content-store", "dir", "where captured content is kept: dir (DATA_DIR/content, this host only) or objectstore (the NATS Object Store bucket gatehouse_content, shared by every broker of a cluster)")
 	fs.stringVar(&c.journalDurability, "journal-durability", durabilityAuto, durabilityUsage)
@@ -521,10 +523,15 @@ func openSinks(ctx context.Context, js jetstream.JetStream, c *serveConfig, sb *
 				"asked_mb", st.asked>>20, "bound_mb", st.took>>20, "fix", "more free disk (or max_file_store), or a smaller "+st.flag)
 		}
 	}
+	memQuota, artQuota, err := c.quotas.bytes()
+	if err != nil {
+		return s, err
+	}
 	art, err := openArtifactStore(ctx, js, c, s)
 	if err != nil {
 		return s, err
 	}
+	art = artifact.WithQuota(art, artQuota) // the browser's screenshots count too
 	s.sinks = append(s.sinks, artifact.New(art, artifact.Config{}))
 
 	sameUID := sameUIDAllowed(c.mode)
@@ -563,7 +570,7 @@ func openSinks(ctx context.Context, js jetstream.JetStream, c *serveConfig, sb *
 	} else if mem, err = memory.OpenKV(ctx, js, memory.KVConfig{Replicas: c.replicas}); err != nil {
 		return s, fmt.Errorf("memory bucket: %w", err)
 	}
-	s.sinks = append(s.sinks, memory.New(mem, memory.Config{}))
+	s.sinks = append(s.sinks, memory.New(mem, memory.Config{QuotaBytes: memQuota}))
 
 	prov, err := openProvider(ctx, js, c, &s.groundingErr, log)
 	if err != nil {

@@ -84,6 +84,9 @@ func (c *serveConfig) validate(env *cliEnv) error {
 	if _, _, err := c.streams.limits(); err != nil {
 		return usageError("%v", err)
 	}
+	if _, _, err := c.quotas.bytes(); err != nil {
+		return err
+	}
 	if c.mcp.wait < 0 {
 		return usageError("--mcp-approval-wait must be 0 (never wait) or more")
 	}

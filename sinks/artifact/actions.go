@@ -15,7 +15,8 @@ func (s *Sink) Actions() []broker.Action {
 		Sink: policy.SinkArtifact, Name: ActionPublish, Title: "Publish an artifact",
 		Description: "Store a file (a report, an image, a dataset) as an artifact of this tenant under a key, replacing " +
 			"what was there. The reply names the key, size and digest. The target is the key, so deployment rules " +
-			"can allow or deny key patterns.",
+			"can allow or deny key patterns. A tenant's artifacts together have a budget; a publish past it is " +
+			"refused with QUOTA_EXCEEDED.",
 		Params: PublishParams{},
 		Fields: map[string]string{
 			"key":          "the artifact's name within the tenant, a relative path such as reports/q3.pdf",
@@ -33,6 +34,16 @@ func (s *Sink) Actions() []broker.Action {
 			"key": "the artifact's name within the tenant",
 		},
 		Mutates: false, Class: policy.EffectRead, System: string(policy.SinkArtifact),
+		Examples: []json.RawMessage{json.RawMessage(`{"key": "reports/q3.txt"}`)},
+	}, {
+		Sink: policy.SinkArtifact, Name: ActionDelete, Title: "Delete an artifact",
+		Description: "Delete an artifact of this tenant by its key, giving its room in the tenant's artifact budget " +
+			"back. The reply says whether it existed. Decided as a destructive effect.",
+		Params: GetParams{},
+		Fields: map[string]string{
+			"key": "the artifact's name within the tenant",
+		},
+		Mutates: true, Class: policy.EffectDestructive, System: string(policy.SinkArtifact),
 		Examples: []json.RawMessage{json.RawMessage(`{"key": "reports/q3.txt"}`)},
 	}}
 }

@@ -9,6 +9,8 @@
 //   - get {"key": K} reads an artifact back; its class is read, and it is
 //     decided and recorded like any other effect. A missing artifact fails
 //     with the error type "not-found".
+//   - delete {"key": K} (class destructive) removes it and gives its room
+//     in the tenant's budget back; existed says whether there was one.
 //
 // Params are decoded strictly: an unknown field (a tenant, a person, a
 // bucket) is BAD_REQUEST, so an agent cannot choose where its artifact goes.
@@ -38,6 +40,47 @@
 // broker bounds a whole request at broker.MaxRequestBytes, which is lower
 // than the default MaxBytes today.
 //
+// # Quota
+//
+// Each tenant has a budget of stored bytes (Config.QuotaBytes, serve
+// --artifact-quota-mb) over all its artifacts, browser screenshots
+// included (serve hands the browser the same *Quota), so no agent can fill
+// the store, or the disk the journal shares with it, for every tenant. An
+// artifact counts Cost: its content, its name and EntryOverhead. An
+// overwrite counts what it adds; a delete gives its cost back.
+//
+// DefaultQuotaBytes is 1 GiB: 64 artifacts at the 16 MiB bound, or
+// thousands of reports and screenshots (a page's PNG is some hundred KiB),
+// while ten tenants at their budget still fit a modest disk. Deployments
+// with few heavy tenants raise it, many light ones lower it.
+//
+// The ledger lives with the artifacts, never in a broker's memory: an
+// entry per tenant (its bytes in use and a write lease) in the KV bucket
+// "<bucket>_quota" beside an Object Store, in the same Redis, or in
+// .quota/ of a folder store, each changed only by compare-and-swap. Every
+// publish and delete of one tenant runs under that tenant's lease (see
+// Quota), so it holds across restarts and any number of brokers, and the
+// first publish after an upgrade counts what is already there. The bound:
+// a tenant never holds more than its budget, except that a publish
+// outliving its two-minute lease can overlap another of the same tenant
+// and pass it by at most that one artifact. A broker that dies mid-publish
+// leaves at most what it reserved counted, and its lease stops the
+// tenant's writes for at most two minutes. In a folder store the folders a
+// key's segments make are not counted beyond EntryOverhead, and a delete
+// leaves them (empty) in place.
+//
+// A publish past the budget is refused with nothing stored, QUOTA_EXCEEDED
+// (a *quota.Error wrapping broker.ErrQuotaExceeded; its message says to
+// delete artifacts or have the operator raise --artifact-quota-mb). As in
+// the memory sink and for peer and output messages, one the budget already
+// cannot take is refused in Describe, before anything is decided or
+// recorded, as TOO_LARGE is; one that passed that look but lost the room
+// to a concurrent publish is refused by the store, which decides, as a
+// recorded effect failure with outcome error "quota-exceeded" (code
+// EFFECT_FAILED), as a full stream's "stream-full" is. Not a policy
+// refusal: the budget is a fact of the store at the moment of writing.
+// Reads and deletes are never refused for it.
+//
 // # Stores
 //
 // The sink writes through a Store: *ObjectStore (a NATS JetStream Object
@@ -54,18 +97,22 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"mime"
+	"strconv"
 
 	"github.com/gatehouse/gatehouse/broker"
 	"github.com/gatehouse/gatehouse/broker/journal"
 	"github.com/gatehouse/gatehouse/policy"
+	"github.com/gatehouse/gatehouse/sinks/quota"
 )
 
 // Actions of the artifact sink.
 const (
 	ActionPublish = "publish"
 	ActionGet     = "get"
+	ActionDelete  = "delete"
 )
 
 // Defaults for Config.
@@ -82,6 +129,9 @@ type Config struct {
 	// MaxReadBytes bounds the artifact a get returns; 0 is
 	// DefaultMaxReadBytes.
 	MaxReadBytes int64
+	// QuotaBytes is each tenant's budget (see WithQuota) when New is given
+	// one of this package's stores; 0 is DefaultQuotaBytes.
+	QuotaBytes int64
 }
 
 // PublishParams are the params of a publish.
@@ -91,9 +141,15 @@ type PublishParams struct {
 	ContentType string `json:"content_type,omitempty"`
 }
 
-// GetParams are the params of a get.
+// GetParams are the params of a get or a delete.
 type GetParams struct {
 	Key string `json:"key"`
+}
+
+// DeleteReply is what a delete returns to the agent.
+type DeleteReply struct {
+	Key     string `json:"key"`
+	Existed bool   `json:"existed"`
 }
 
 // PublishReply is what a publish returns to the agent.
@@ -122,9 +178,12 @@ type Sink struct {
 var _ broker.Sink = (*Sink)(nil)
 
 // New returns the sink writing through store, which the caller owns and
-// closes.
+// closes. One of this package's stores is given the tenants' budget
+// (WithQuota, cfg.QuotaBytes); a *Quota is used as it is, so a caller that
+// also hands the store to others (the browser's screenshots) wraps it
+// first and passes the same *Quota to all.
 func New(store Store, cfg Config) *Sink {
-	s := &Sink{store: store, max: cfg.MaxBytes, maxRead: cfg.MaxReadBytes}
+	s := &Sink{store: WithQuota(store, cfg.QuotaBytes), max: cfg.MaxBytes, maxRead: cfg.MaxReadBytes}
 	if s.max <= 0 {
 		s.max = DefaultMaxBytes
 	}
@@ -166,20 +225,34 @@ func (s *Sink) Describe(ctx context.Context, run *broker.Run, req *broker.Effect
 		}
 		st.key, st.content, st.contentType = pp.Key, pp.Content, ct
 		p.Size, p.Digest = int64(len(pp.Content)), digest(pp.Content)
-	case ActionGet:
+	case ActionGet, ActionDelete:
 		var gp GetParams
 		if err := broker.DecodeParams(req.Params, &gp); err != nil {
 			return nil, err
 		}
 		st.key = gp.Key
 		e.Class = policy.EffectRead
+		if req.Action == ActionDelete {
+			e.Class = policy.EffectDestructive
+		}
 	default:
-		return nil, fmt.Errorf("%w: the artifact sink's actions are %q and %q", broker.ErrBadRequest, ActionPublish, ActionGet)
+		return nil, fmt.Errorf("%w: the artifact sink's actions are %q, %q and %q", broker.ErrBadRequest, ActionPublish, ActionGet, ActionDelete)
 	}
 	if err := CheckKey(st.key); err != nil {
 		return nil, err
 	}
 	st.name = TenantDir(run.For.Tenant) + "/" + st.key
+	// Over budget already: refused before anything is decided, as
+	// TOO_LARGE is; a store that cannot answer is left to Perform, which
+	// fails as a recorded effect. The store's Put decides for good.
+	if f, ok := s.store.(interface {
+		Fit(context.Context, string, int64) error
+	}); ok && st.action == ActionPublish {
+		var qe *quota.Error
+		if err := f.Fit(ctx, st.name, p.Size); errors.As(err, &qe) {
+			return nil, err
+		}
+	}
 	e.Target = st.key
 	p.Effect = e
 	return p, nil
@@ -188,8 +261,11 @@ func (s *Sink) Describe(ctx context.Context, run *broker.Run, req *broker.Effect
 // Perform implements broker.Sink.
 func (s *Sink) Perform(ctx context.Context, run *broker.Run, req *broker.EffectRequest, prop *broker.Proposal) (*broker.Performed, error) {
 	st := prop.State.(*state)
-	if st.action == ActionGet {
+	switch st.action {
+	case ActionGet:
 		return s.get(ctx, st)
+	case ActionDelete:
+		return s.delete(ctx, st)
 	}
 	if err := s.store.Put(ctx, st.name, st.contentType, st.content); err != nil {
 		return nil, err
@@ -219,6 +295,21 @@ func (s *Sink) get(ctx context.Context, st *state) (*broker.Performed, error) {
 		Result: journal.Result{Status: "ok", Size: int64(len(data)), Digest: d,
 			Detail: map[string]string{"key": st.key, "content_type": ct}},
 		Reply: reply,
+	}, nil
+}
+
+func (s *Sink) delete(ctx context.Context, st *state) (*broker.Performed, error) {
+	existed, err := s.store.Delete(ctx, st.name)
+	if err != nil {
+		return nil, err
+	}
+	reply, err := json.Marshal(DeleteReply{Key: st.key, Existed: existed})
+	if err != nil {
+		return nil, err
+	}
+	return &broker.Performed{
+		Result: journal.Result{Status: "ok", Detail: map[string]string{"key": st.key, "existed": strconv.FormatBool(existed)}},
+		Reply:  reply,
 	}, nil
 }
 

@@ -59,5 +59,11 @@ func FuzzDescribe(f *testing.F) {
 		if !publish && p.Effect.Class != policy.EffectRead {
 			t.Fatalf("get has class %q", p.Effect.Class)
 		}
+		if !publish { // a delete names what a get of the same params names
+			d, err := s.Describe(context.Background(), run, &broker.EffectRequest{Run: run.ID, Action: ActionDelete, Params: params})
+			if err != nil || d.State.(*state).name != st.name || d.Effect.Class != policy.EffectDestructive {
+				t.Fatalf("delete of %q: %v", params, err)
+			}
+		}
 	})
 }

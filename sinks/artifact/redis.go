@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"strings"
 	"syscall"
 
 	"github.com/redis/go-redis/v9"
@@ -89,6 +90,55 @@ func (s *RedisStore) Get(ctx context.Context, name string, max int64) ([]byte, s
 	}
 	ct, _ := vals[1].(string)
 	return []byte(data), ct, nil
+}
+
+// Delete implements Store.
+func (s *RedisStore) Delete(ctx context.Context, name string) (bool, error) {
+	n, err := s.rdb.Del(ctx, s.key(name)).Result()
+	if err != nil {
+		return false, s.fail(err)
+	}
+	return n > 0, nil
+}
+
+// size implements quotaStore.
+func (s *RedisStore) size(ctx context.Context, name string) (int64, bool, error) {
+	k := s.key(name)
+	r, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		p.HStrLen(ctx, k, "data")
+		p.HExists(ctx, k, "data")
+		return nil
+	})
+	if err != nil {
+		return 0, false, s.fail(err)
+	}
+	return r[0].(*redis.IntCmd).Val(), r[1].(*redis.BoolCmd).Val(), nil
+}
+
+// tenantBytes implements quotaStore: a SCAN of the tenant's keys (the hex
+// of "<tenant>/" starts each of them).
+func (s *RedisStore) tenantBytes(ctx context.Context, tenant string) (int64, error) {
+	var n int64
+	it := s.rdb.Scan(ctx, 0, s.prefix+hex.EncodeToString([]byte(tenant+"/"))+"*", 512).Iterator()
+	for it.Next(ctx) {
+		name, err := hex.DecodeString(strings.TrimPrefix(it.Val(), s.prefix))
+		if err != nil {
+			continue // not an artifact's key
+		}
+		l, err := s.rdb.HStrLen(ctx, it.Val(), "data").Result()
+		if err != nil {
+			return 0, s.fail(err)
+		}
+		n += Cost(string(name), l)
+	}
+	if err := it.Err(); err != nil {
+		return 0, s.fail(err)
+	}
+	return n, nil
+}
+
+func (s *RedisStore) register() register {
+	return redisRegister{rdb: s.rdb, prefix: s.prefix + "quota:"}
 }
 
 // fail sorts a Redis error into store-unavailable (the connection) or

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"encoding/base64"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -11,6 +12,7 @@ import (
 	"io/fs"
 	"os"
 	"path"
+	"strings"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -28,6 +30,8 @@ type Store interface {
 	// Get returns the artifact and its content type; ErrNotFound when there
 	// is none, ErrTooLarge when it is larger than max bytes.
 	Get(ctx context.Context, name string, max int64) (data []byte, contentType string, err error)
+	// Delete removes the artifact and reports whether there was one.
+	Delete(ctx context.Context, name string) (existed bool, err error)
 }
 
 // Errors of the stores. The journal records their type (not-found,
@@ -50,7 +54,10 @@ type ObjectStoreConfig struct {
 // content type as the object's Content-Type header. Safe for concurrent
 // use.
 type ObjectStore struct {
-	obs jetstream.ObjectStore
+	obs    jetstream.ObjectStore
+	stream jetstream.Stream // the bucket's, to purge a deleted object's marker
+	bucket string
+	quota  register // kvRegister on the bucket's quota KV
 }
 
 var _ Store = (*ObjectStore)(nil)
@@ -76,8 +83,64 @@ func OpenObjectStore(ctx context.Context, js jetstream.JetStream, cfg ObjectStor
 	if err != nil {
 		return nil, fmt.Errorf("artifact object store %s: %w", cfg.Bucket, err)
 	}
-	return &ObjectStore{obs: obs}, nil
+	stream, err := js.Stream(ctx, "OBJ_"+cfg.Bucket)
+	if err != nil {
+		return nil, fmt.Errorf("artifact object store %s: %w", cfg.Bucket, err)
+	}
+	reg, err := openKVRegister(ctx, js, cfg.Bucket+"_quota", cfg.Replicas)
+	if err != nil {
+		return nil, fmt.Errorf("artifact object store %s: %w", cfg.Bucket, err)
+	}
+	return &ObjectStore{obs: obs, stream: stream, bucket: cfg.Bucket, quota: reg}, nil
 }
+
+// Delete implements Store. The object's chunks go, and so does the marker
+// the Object Store leaves in their place, so nothing holds room.
+func (o *ObjectStore) Delete(ctx context.Context, name string) (bool, error) {
+	if err := o.obs.Delete(ctx, name); err != nil {
+		if err = natsError("delete", err); errors.Is(err, ErrNotFound) {
+			return false, nil
+		}
+		return false, err
+	}
+	meta := "$O." + o.bucket + ".M." + base64.URLEncoding.EncodeToString([]byte(name))
+	if err := o.stream.Purge(ctx, jetstream.WithPurgeSubject(meta)); err != nil {
+		return true, natsError("delete", err)
+	}
+	return true, nil
+}
+
+// size implements quotaStore.
+func (o *ObjectStore) size(ctx context.Context, name string) (int64, bool, error) {
+	info, err := o.obs.GetInfo(ctx, name)
+	if err != nil {
+		if err = natsError("read", err); errors.Is(err, ErrNotFound) {
+			return 0, false, nil
+		}
+		return 0, false, err
+	}
+	return int64(info.Size), true, nil
+}
+
+// tenantBytes implements quotaStore.
+func (o *ObjectStore) tenantBytes(ctx context.Context, tenant string) (int64, error) {
+	infos, err := o.obs.List(ctx)
+	if errors.Is(err, jetstream.ErrNoObjectsFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, natsError("read", err)
+	}
+	var n int64
+	for _, info := range infos {
+		if !info.Deleted && strings.HasPrefix(info.Name, tenant+"/") {
+			n += Cost(info.Name, int64(info.Size))
+		}
+	}
+	return n, nil
+}
+
+func (o *ObjectStore) register() register { return o.quota }
 
 // Put implements Store.
 func (o *ObjectStore) Put(ctx context.Context, name, contentType string, data []byte) error {
@@ -143,7 +206,8 @@ const metaDir = ".meta"
 // A key that is a prefix folder of another ("a" and "a/b") cannot be kept
 // in one tenant: the second publish fails with store-error.
 type DirStore struct {
-	root *os.Root
+	root  *os.Root
+	quota register // dirRegister under .quota
 }
 
 var _ Store = (*DirStore)(nil)
@@ -157,8 +221,62 @@ func OpenDir(dir string) (*DirStore, error) {
 	if err != nil {
 		return nil, fmt.Errorf("artifact folder: %w", err)
 	}
-	return &DirStore{root: root}, nil
+	return &DirStore{root: root, quota: dirRegister{root: root}}, nil
 }
+
+// Delete implements Store.
+func (d *DirStore) Delete(_ context.Context, name string) (bool, error) {
+	err := d.root.Remove(name)
+	if errors.Is(err, fs.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("%w: delete: %v", ErrStore, err)
+	}
+	if err := d.root.Remove(path.Join(metaDir, name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return true, fmt.Errorf("%w: delete: %v", ErrStore, err)
+	}
+	return true, nil
+}
+
+// size implements quotaStore.
+func (d *DirStore) size(_ context.Context, name string) (int64, bool, error) {
+	fi, err := d.root.Stat(name)
+	if errors.Is(err, fs.ErrNotExist) {
+		return 0, false, nil
+	}
+	if err != nil {
+		return 0, false, fmt.Errorf("%w: read: %v", ErrStore, err)
+	}
+	if !fi.Mode().IsRegular() {
+		return 0, false, nil
+	}
+	return fi.Size(), true, nil
+}
+
+// tenantBytes implements quotaStore.
+func (d *DirStore) tenantBytes(_ context.Context, tenant string) (int64, error) {
+	var n int64
+	err := fs.WalkDir(d.root.FS(), tenant, func(p string, e fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if e.Type().IsRegular() && !strings.HasPrefix(path.Base(p), "~") {
+			fi, err := e.Info()
+			if err != nil {
+				return err
+			}
+			n += Cost(p, fi.Size())
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return 0, fmt.Errorf("%w: read: %v", ErrStore, err)
+	}
+	return n, nil
+}
+
+func (d *DirStore) register() register { return d.quota }
 
 // Close releases the folder.
 func (d *DirStore) Close() error { return d.root.Close() }

@@ -20,7 +20,7 @@ func (s *Sink) Actions() []broker.Action {
 		Sink: policy.SinkMemory, Name: ActionPut, Title: "Remember something",
 		Description: "Keep a memory (a fact, a preference, a note) under a key, for later work for the same person " +
 			"(private) or anyone in the tenant (shared), replacing what was there. The target is private/<key> or " +
-			"shared/<key>.",
+			"shared/<key>. A tenant's memories together have a budget; a put past it is refused with QUOTA_EXCEEDED.",
 		Params: PutParams{},
 		Fields: map[string]string{
 			"key":        keyField,

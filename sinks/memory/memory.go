@@ -46,6 +46,49 @@
 //
 // The Sink is safe for concurrent use; two puts of one key race and the
 // last one stays.
+//
+// # Quota
+//
+// Each tenant has a budget of stored bytes (Config.QuotaBytes, serve
+// --memory-quota-mb), its people's private memories and its shared ones
+// together, so no agent can fill the store (and the disk the journal may
+// share) for every tenant. What a memory counts is Cost: its stored record,
+// its key as the store keeps it and EntryOverhead for the store's own
+// bookkeeping, so a flood of tiny values under long keys is bounded too.
+// An overwrite counts only what it adds (or gives back what it sheds); a
+// delete gives its cost back.
+//
+// DefaultQuotaBytes is 64 MiB: a memory is a fact or a preference, a few
+// hundred bytes, so 64 MiB is some hundred thousand of them (a thousand at
+// the 64 KiB value bound) for a tenant, while a thousand tenants at their
+// budget still fit a small server's disk (64 GiB). An operator with few,
+// heavy tenants raises it; one with many small ones lowers it.
+//
+// The accounting lives in the store, beside the memories, never in a
+// broker's memory: JetStream KV keeps the tenant's bytes in use under
+// "q.<hex tenant>" in the same bucket, changed only by compare-and-swap
+// (the protocol is on KVStore.Put); Redis keeps it at Prefix +
+// "q:<hex tenant>", changed in the same Lua script that changes the
+// memory. So it holds across restarts and across any number of brokers,
+// and a tenant's first put after an upgrade counts what is already there.
+// The guarantee: concurrent puts never together take a tenant past its
+// budget, not even by one value; the counter errs only towards refusing (a
+// broker that dies mid-put leaves at most that put's cost counted though
+// unstored).
+//
+// A put over budget is refused, never stored, with QUOTA_EXCEEDED (errors
+// wrapping broker.ErrQuotaExceeded, a *quota.Error whose message says to
+// delete memories or have the operator raise --memory-quota-mb). Where it
+// is refused follows the peer and output sinks: a put the tenant's budget
+// already cannot take is refused in Describe, before anything is decided
+// or recorded, as TOO_LARGE is (Describe asks Store.Fit); a put that passed
+// Fit but lost the room to a concurrent put is refused by Store.Put, which
+// is the one that decides, and is then a decided, recorded effect that
+// failed with outcome error "quota-exceeded" (code EFFECT_FAILED), as a
+// full stream's "stream-full" is. Clients treat both alike. It is not a
+// policy refusal: policy decides what an agent may do, the budget is a
+// fact of the store at the moment of writing, like a full stream. Reads
+// and deletes are never refused for the budget.
 package memory
 
 import (
@@ -63,6 +106,7 @@ import (
 	"github.com/gatehouse/gatehouse/broker/journal"
 	"github.com/gatehouse/gatehouse/policy"
 	"github.com/gatehouse/gatehouse/sinks/keys"
+	"github.com/gatehouse/gatehouse/sinks/quota"
 )
 
 // Actions of the memory sink.
@@ -92,6 +136,9 @@ type Config struct {
 	// MaxValueBytes bounds a value in compact JSON; 0 is
 	// DefaultMaxValueBytes.
 	MaxValueBytes int
+	// QuotaBytes is each tenant's budget of stored memory (Cost summed
+	// over its private and shared memories); 0 is DefaultQuotaBytes.
+	QuotaBytes int64
 	// Now stamps stored records; nil is time.Now.
 	Now func() time.Time
 }
@@ -151,6 +198,7 @@ func (k Key) Visibility() Visibility {
 type Sink struct {
 	store Store
 	max   int
+	quota int64
 	now   func() time.Time
 }
 
@@ -159,9 +207,12 @@ var _ broker.Sink = (*Sink)(nil)
 // New returns the sink keeping memories in store, which the caller owns
 // and closes.
 func New(store Store, cfg Config) *Sink {
-	s := &Sink{store: store, max: cfg.MaxValueBytes, now: cfg.Now}
+	s := &Sink{store: store, max: cfg.MaxValueBytes, quota: cfg.QuotaBytes, now: cfg.Now}
 	if s.max <= 0 {
 		s.max = DefaultMaxValueBytes
+	}
+	if s.quota <= 0 {
+		s.quota = DefaultQuotaBytes
 	}
 	if s.now == nil {
 		s.now = time.Now
@@ -176,6 +227,8 @@ type state struct {
 	name   string // as the agent gave it
 	kind   string
 	value  []byte // compact JSON
+	rec    []byte // a put's Record, as stored
+	room   Room   // what Describe's Fit saw
 }
 
 // Name implements broker.Sink.
@@ -232,6 +285,20 @@ func (s *Sink) Describe(ctx context.Context, run *broker.Run, req *broker.Effect
 		return nil, err
 	}
 	st.key = key
+	if req.Action == ActionPut {
+		if st.rec, err = json.Marshal(Record{Kind: st.kind, Value: st.value, Run: run.ID, Updated: s.now().UTC()}); err != nil {
+			return nil, err
+		}
+		// Over budget already: refused before anything is decided, as
+		// TOO_LARGE is. A store that cannot answer is left to Perform,
+		// which fails as a recorded effect; Put decides for good.
+		var qe *quota.Error
+		room, err := s.store.Fit(ctx, key, st.rec, s.quota)
+		if errors.As(err, &qe) {
+			return nil, err
+		}
+		st.room = room
+	}
 	e.Target = string(key.Visibility()) + "/" + st.name
 	p.Effect = e
 	return p, nil
@@ -260,11 +327,7 @@ func (s *Sink) Perform(ctx context.Context, run *broker.Run, req *broker.EffectR
 	res := journal.Result{Status: "ok", Detail: map[string]string{"visibility": string(vis)}}
 	switch st.action {
 	case ActionPut:
-		rec, err := json.Marshal(Record{Kind: st.kind, Value: st.value, Run: run.ID, Updated: s.now().UTC()})
-		if err != nil {
-			return nil, err
-		}
-		if err := s.store.Put(ctx, st.key, rec); err != nil {
+		if err := s.store.Put(ctx, st.key, st.rec, s.quota, st.room); err != nil {
 			return nil, err
 		}
 		r.Kind, r.Size, r.Digest = st.kind, prop.Size, prop.Digest

@@ -20,11 +20,22 @@ import (
 // concurrent use and return *StoreError for failures of the store itself.
 type Store interface {
 	// Put keeps rec under k, replacing what was there, and returns once the
-	// store acknowledged it.
-	Put(ctx context.Context, k Key, rec []byte) error
+	// store acknowledged it, unless that would take k.Tenant past limit
+	// bytes (the sum of Cost over its memories, private and shared): then
+	// it stores nothing and returns a *quota.Error. Concurrent puts, from
+	// any number of brokers, never together take a tenant past limit.
+	// room is what Fit saw (or the zero Room), so Put's first try need
+	// not read it again; a stale one costs a retry, never correctness.
+	Put(ctx context.Context, k Key, rec []byte, limit int64, room Room) error
+	// Fit returns the *quota.Error Put would return now, without storing;
+	// a hint (another put may take the room first), never a reservation.
+	Fit(ctx context.Context, k Key, rec []byte, limit int64) (Room, error)
+	// Used returns the bytes tenant's memories count against its budget.
+	Used(ctx context.Context, tenant string) (int64, error)
 	// Get returns the record under k, or an error wrapping ErrNotFound.
 	Get(ctx context.Context, k Key) ([]byte, error)
-	// Delete removes the record under k and reports whether there was one.
+	// Delete removes the record under k and reports whether there was
+	// one; its cost is given back to the tenant's budget.
 	Delete(ctx context.Context, k Key) (existed bool, err error)
 	// String names the store for operators ("redis 10.0.0.5:6379"),
 	// without credentials.
@@ -98,8 +109,9 @@ type KVConfig struct {
 	Replicas int    // 0 is 1; use 3 on a cluster
 }
 
-// KVStore keeps memories in a JetStream KV bucket (kvKey). Safe for
-// concurrent use.
+// KVStore keeps memories in a JetStream KV bucket (kvKey), and each
+// tenant's bytes in use under quotaKey in the same bucket (see Put). Safe
+// for concurrent use.
 type KVStore struct {
 	kv   jetstream.KeyValue
 	name string
@@ -121,6 +133,9 @@ func OpenKV(ctx context.Context, js jetstream.JetStream, cfg KVConfig) (*KVStore
 		Storage:     jetstream.FileStorage,
 		Replicas:    cfg.Replicas,
 		History:     1,
+		// Lets a delete's purge marker expire (Delete), so a deleted
+		// memory leaves nothing behind that holds room.
+		LimitMarkerTTL: markerTTL,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("memory bucket %s: %w", cfg.Bucket, err)
@@ -129,14 +144,6 @@ func OpenKV(ctx context.Context, js jetstream.JetStream, cfg KVConfig) (*KVStore
 }
 
 func (s *KVStore) String() string { return s.name }
-
-// Put implements Store.
-func (s *KVStore) Put(ctx context.Context, k Key, rec []byte) error {
-	if _, err := s.kv.Put(ctx, kvKey(k), rec); err != nil {
-		return s.fail("put", err)
-	}
-	return nil
-}
 
 // Get implements Store.
 func (s *KVStore) Get(ctx context.Context, k Key) ([]byte, error) {
@@ -148,22 +155,6 @@ func (s *KVStore) Get(ctx context.Context, k Key) ([]byte, error) {
 		return nil, s.fail("read", err)
 	}
 	return e.Value(), nil
-}
-
-// Delete implements Store.
-func (s *KVStore) Delete(ctx context.Context, k Key) (bool, error) {
-	key := kvKey(k)
-	_, err := s.kv.Get(ctx, key)
-	if errors.Is(err, jetstream.ErrKeyNotFound) {
-		return false, nil
-	}
-	if err != nil {
-		return false, s.fail("delete", err)
-	}
-	if err := s.kv.Delete(ctx, key); err != nil {
-		return false, s.fail("delete", err)
-	}
-	return true, nil
 }
 
 func (s *KVStore) fail(op string, err error) error {
@@ -225,14 +216,6 @@ func (s *RedisStore) key(k Key) string {
 	return s.prefix + "p:" + hex.EncodeToString([]byte(k.Tenant)) + ":" + hex.EncodeToString([]byte(k.Person)) + ":" + hex.EncodeToString([]byte(k.Name))
 }
 
-// Put implements Store.
-func (s *RedisStore) Put(ctx context.Context, k Key, rec []byte) error {
-	if err := s.rdb.Set(ctx, s.key(k), rec, 0).Err(); err != nil {
-		return s.fail("put", err)
-	}
-	return nil
-}
-
 // Get implements Store.
 func (s *RedisStore) Get(ctx context.Context, k Key) ([]byte, error) {
 	b, err := s.rdb.Get(ctx, s.key(k)).Bytes()
@@ -243,15 +226,6 @@ func (s *RedisStore) Get(ctx context.Context, k Key) ([]byte, error) {
 		return nil, s.fail("read", err)
 	}
 	return b, nil
-}
-
-// Delete implements Store.
-func (s *RedisStore) Delete(ctx context.Context, k Key) (bool, error) {
-	n, err := s.rdb.Del(ctx, s.key(k)).Result()
-	if err != nil {
-		return false, s.fail("delete", err)
-	}
-	return n > 0, nil
 }
 
 func (s *RedisStore) fail(op string, err error) error {
