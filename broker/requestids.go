@@ -12,6 +12,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/gatehouse/gatehouse/broker/kvcas"
 	"github.com/gatehouse/gatehouse/policy"
 )
 
@@ -130,14 +131,30 @@ func (r *RequestIDs) claim(ctx context.Context, run string, sink policy.Sink, re
 	until := time.Now().Add(r.wait)
 	var seenRev uint64
 	var seenAt time.Time
+	// A store error (a timeout on a loaded server, a stream leader being
+	// elected) is tried again until the wait is over: nothing was claimed
+	// or decided yet.
+	storeErr := func(err error) *EffectReply {
+		if time.Now().After(until) || ctx.Err() != nil {
+			return errorReply(run, fmt.Errorf("%w: %v", ErrRequestStore, err))
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(50 * time.Millisecond):
+		}
+		return nil
+	}
 	for {
 		rev, err := r.kv.Create(ctx, c.key, claimed)
 		if err == nil {
 			c.rev = rev
 			return c, nil
 		}
-		if !errors.Is(err, jetstream.ErrKeyExists) {
-			return nil, errorReply(run, fmt.Errorf("%w: %v", ErrRequestStore, err))
+		if !kvcas.Conflict(err) {
+			if rep := storeErr(err); rep != nil {
+				return nil, rep
+			}
+			continue
 		}
 		for {
 			e, err := r.kv.Get(ctx, c.key)
@@ -145,7 +162,10 @@ func (r *RequestIDs) claim(ctx context.Context, run string, sink policy.Sink, re
 				break // released: claim it
 			}
 			if err != nil {
-				return nil, errorReply(run, fmt.Errorf("%w: %v", ErrRequestStore, err))
+				if rep := storeErr(err); rep != nil {
+					return nil, rep
+				}
+				continue
 			}
 			var ent requestEntry
 			if err := json.Unmarshal(e.Value(), &ent); err != nil {
@@ -194,7 +214,7 @@ func (c *requestClaim) recording(ctx context.Context) error {
 	b, _ := json.Marshal(requestEntry{State: requestRecording, Digest: c.digest})
 	rev, err := c.ids.kv.Update(ctx, c.key, b, c.rev)
 	if err != nil {
-		if errors.Is(err, jetstream.ErrKeyExists) {
+		if kvcas.Conflict(err) {
 			c.lost = true
 			return fmt.Errorf("%w: another broker took it over while this one was slow", ErrRequestInProgress)
 		}

@@ -9,6 +9,8 @@ import (
 	"sync"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/gatehouse/gatehouse/broker/kvcas"
 )
 
 // Store errors. ErrStore wraps any failure to reach the store.
@@ -88,7 +90,7 @@ func NewKVStore(ctx context.Context, js jetstream.JetStream, bucket string, repl
 
 func (s *KVStore) Create(ctx context.Context, key string, val []byte) (uint64, error) {
 	rev, err := s.kv.Create(ctx, key, val)
-	if errors.Is(err, jetstream.ErrKeyExists) {
+	if kvcas.Conflict(err) {
 		return 0, ErrKeyExists
 	}
 	if err != nil {
@@ -111,11 +113,7 @@ func (s *KVStore) Get(ctx context.Context, key string) ([]byte, uint64, error) {
 func (s *KVStore) Update(ctx context.Context, key string, val []byte, rev uint64) (uint64, error) {
 	n, err := s.kv.Update(ctx, key, val, rev)
 	if err != nil {
-		var apiErr *jetstream.APIError
-		if errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence {
-			return 0, ErrRevisionChanged
-		}
-		if errors.Is(err, jetstream.ErrKeyExists) {
+		if kvcas.Conflict(err) {
 			return 0, ErrRevisionChanged
 		}
 		return 0, fmt.Errorf("%w: %v", ErrStore, err)

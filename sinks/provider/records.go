@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/gatehouse/gatehouse/broker/kvcas"
 	"github.com/gatehouse/gatehouse/broker/subject"
 	"github.com/gatehouse/gatehouse/grounding"
 )
@@ -162,12 +163,11 @@ func (s *KVRecords) Lookup(ctx context.Context, workflow, provider, path string)
 func (s *KVRecords) Wrote(ctx context.Context, workflow, provider, path string, at time.Time) error {
 	key := recKey("w", workflow, provider, path)
 	_, err := s.kv.Create(ctx, key, encodeTime(at))
-	if errors.Is(err, jetstream.ErrKeyExists) {
+	if kvcas.Conflict(err) {
 		var e jetstream.KeyValueEntry
 		if e, err = s.kv.Get(ctx, key); err == nil {
 			_, err = s.kv.Update(ctx, key, e.Value(), e.Revision())
-			var apiErr *jetstream.APIError
-			if errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence || apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant) {
+			if kvcas.Conflict(err) {
 				err = nil // another write refreshed it at the same time
 			}
 		}
@@ -212,7 +212,7 @@ func (s *KVRecords) Spend(ctx context.Context, workflow, provider, path string, 
 		switch {
 		case errors.Is(err, jetstream.ErrKeyNotFound):
 			_, err = s.kv.Create(ctx, key, encodeTime(readAt))
-			if errors.Is(err, jetstream.ErrKeyExists) {
+			if kvcas.Conflict(err) {
 				continue
 			}
 		case err != nil:
@@ -222,8 +222,7 @@ func (s *KVRecords) Spend(ctx context.Context, workflow, provider, path string, 
 				return ErrSpent
 			}
 			_, err = s.kv.Update(ctx, key, encodeTime(readAt), e.Revision())
-			var apiErr *jetstream.APIError
-			if errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence || apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant) {
+			if kvcas.Conflict(err) {
 				continue
 			}
 		}

@@ -5,12 +5,10 @@
 package quota
 
 import (
-	"errors"
 	"fmt"
 
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/gatehouse/gatehouse/broker"
+	"github.com/gatehouse/gatehouse/broker/kvcas"
 )
 
 // ErrorType is the journal's outcome error of a put the store refused
@@ -53,9 +51,4 @@ func Check(what, flag, help string, used, delta, limit int64) error {
 
 // Lost reports whether err is a JetStream KV compare-and-swap that lost:
 // the key was created or changed since it was read.
-func Lost(err error) bool {
-	var apiErr *jetstream.APIError
-	return errors.Is(err, jetstream.ErrKeyExists) || errors.Is(err, jetstream.ErrKeyRevisionMismatch) ||
-		(errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
-			apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant))
-}
+func Lost(err error) bool { return kvcas.Conflict(err) }

@@ -19,6 +19,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/gatehouse/gatehouse/broker/kvcas"
 	"github.com/gatehouse/gatehouse/web"
 )
 
@@ -55,7 +56,7 @@ func (s *Store) Get(ctx context.Context, key string) ([]byte, uint64, error) {
 
 func (s *Store) Create(ctx context.Context, key string, val []byte, _ time.Duration) (uint64, error) {
 	rev, err := s.kv.Create(ctx, key, val)
-	if errors.Is(err, jetstream.ErrKeyExists) {
+	if kvcas.Conflict(err) {
 		return 0, web.ErrStateExists
 	}
 	if err != nil {
@@ -67,8 +68,7 @@ func (s *Store) Create(ctx context.Context, key string, val []byte, _ time.Durat
 func (s *Store) Update(ctx context.Context, key string, val []byte, rev uint64, _ time.Duration) (uint64, error) {
 	n, err := s.kv.Update(ctx, key, val, rev)
 	if err != nil {
-		var apiErr *jetstream.APIError
-		if errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence || errors.Is(err, jetstream.ErrKeyExists) {
+		if kvcas.Conflict(err) {
 			return 0, web.ErrStateChanged
 		}
 		return 0, fmt.Errorf("%w: %v", web.ErrStateStore, err)
