@@ -144,6 +144,9 @@ func TestFaultKillBrokerRequestIDs(t *testing.T) {
 				case errors.As(err, &eb):
 					r.failed++
 					r.codes[eb.Code]++
+					if eb.Code != broker.CodeTimeout && eb.Code != broker.CodeRequestInProgress {
+						t.Logf("request %s: %s: %s", id, eb.Code, eb.Message)
+					}
 				default:
 					r.failed++
 					r.codes["OTHER"]++
