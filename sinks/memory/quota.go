@@ -244,13 +244,18 @@ const markerTTL = time.Second
 // revision, with a marker that expires after markerTTL (so a deleted
 // memory holds no room), then the counter gives its cost back. A put that
 // replaced the record meanwhile makes the purge miss; it starts again.
+//
+// The counter is read (made, for a tenant without one) before the purge,
+// so it counts the record: one first counted after the purge would not,
+// and giving the cost back to it would count the record out twice.
 func (s *KVStore) Delete(ctx context.Context, k Key) (bool, error) {
 	key := kvKey(k)
 	for range maxCASRounds {
-		c, rev, err := s.kvEntry(ctx, key)
+		r, err := s.look(ctx, key, k.Tenant)
 		if err != nil {
 			return false, s.fail("delete", err)
 		}
+		c, rev := r.old, r.rev
 		if rev == 0 {
 			return false, nil
 		}
