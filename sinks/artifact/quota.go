@@ -85,10 +85,11 @@ var errSwapLost = errors.New("ledger changed meanwhile")
 // publish's artifact. The ledger errs only towards refusing: a broker that
 // dies mid-publish leaves what it reserved counted.
 type Quota struct {
-	inner quotaStore
-	reg   register
-	limit int64
-	now   func() time.Time
+	inner   quotaStore
+	reg     register
+	limit   int64
+	now     func() time.Time
+	waitFor time.Duration // leaseWait
 }
 
 var _ Store = (*Quota)(nil)
@@ -99,6 +100,14 @@ const (
 	leaseFor = 2 * time.Minute
 	waitMax  = 100 * time.Millisecond
 )
+
+// leaseWait bounds how long a publish or delete waits for its tenant's
+// lease. Effects run without a deadline of their own, so without it one
+// would wait as long as others of its tenant keep taking the lease first
+// (no turn is promised), or out a dead broker's lease, holding one of the
+// broker's in-flight requests all along; past it the effect fails
+// store-unavailable, nothing stored, and the agent retries.
+const leaseWait = 30 * time.Second
 
 // WithQuota returns store with a budget of limit bytes a tenant (0 is
 // DefaultQuotaBytes), or store itself when it is already a *Quota or a
@@ -111,7 +120,7 @@ func WithQuota(store Store, limit int64) Store {
 	if limit <= 0 {
 		limit = DefaultQuotaBytes
 	}
-	return &Quota{inner: qs, reg: qs.register(), limit: limit, now: time.Now}
+	return &Quota{inner: qs, reg: qs.register(), limit: limit, now: time.Now, waitFor: leaseWait}
 }
 
 // Limit returns the budget of each tenant.
@@ -136,6 +145,8 @@ func (q *Quota) acquire(ctx context.Context, tenant string) (*lease, error) {
 	_, _ = rand.Read(b[:])
 	me := hex.EncodeToString(b[:])
 	wait := time.Millisecond
+	waiting, stop := context.WithTimeout(ctx, q.waitFor)
+	defer stop()
 	for {
 		e, rev, ok, err := q.reg.load(ctx, tenant)
 		if err != nil {
@@ -148,8 +159,12 @@ func (q *Quota) acquire(ctx context.Context, tenant string) (*lease, error) {
 			}
 		} else if e.Holder != "" && e.Until > now.UnixMilli() {
 			select {
-			case <-ctx.Done():
-				return nil, fmt.Errorf("%w: waiting for this tenant's other artifact writes: %v", ErrUnavailable, ctx.Err())
+			case <-waiting.Done():
+				if ctx.Err() != nil {
+					return nil, fmt.Errorf("%w: waiting for this tenant's other artifact writes: %v", ErrUnavailable, ctx.Err())
+				}
+				return nil, fmt.Errorf("%w: waited %s for this tenant's other artifact writes to finish (a lease another publish or delete holds, or one a stopped broker left, which expires within %s); nothing was done, retry",
+					ErrUnavailable, q.waitFor, leaseFor)
 			case <-time.After(wait):
 			}
 			wait = min(2*wait, waitMax)

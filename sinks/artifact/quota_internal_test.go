@@ -3,7 +3,9 @@ package artifact
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/gatehouse/gatehouse/sinks/sinktest"
 )
@@ -120,5 +122,40 @@ func TestQuotaFailedWrite(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestQuotaLeaseWaitIsBounded: a publish whose tenant's lease another
+// holder keeps fails store-unavailable, saying to retry, after the wait
+// bound, even under a context without a deadline (as effects run), and
+// stores nothing.
+func TestQuotaLeaseWaitIsBounded(t *testing.T) {
+	ds, err := OpenDir(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ds.Close() })
+	ctx := context.Background()
+	q := WithQuota(ds, 1<<20).(*Quota)
+	q.waitFor = 100 * time.Millisecond
+	if _, err := ds.register().swap(ctx, "acme", entry{Holder: "another broker", Until: time.Now().Add(time.Hour).UnixMilli()}, 0); err != nil {
+		t.Fatal(err)
+	}
+	pctx, cancel := context.WithCancel(ctx) // no deadline, as an effect's
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- q.Put(pctx, "acme/a", "text/plain", []byte("a")) }()
+	select {
+	case err = <-done:
+	case <-time.After(time.Minute): // a watchdog, not a synchronisation: the bound is 100 ms
+		cancel()
+		<-done
+		t.Fatal("the publish still waits for the lease after a minute")
+	}
+	if !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), "retry") {
+		t.Fatalf("publish under a lease kept by another: %v", err)
+	}
+	if _, ok, _ := ds.size(ctx, "acme/a"); ok {
+		t.Fatal("stored without the lease")
 	}
 }
