@@ -122,7 +122,7 @@ var codes = []struct {
 }{
 	// ErrTooLarge wraps ErrBadRequest too, so it comes first.
 	{ErrTooLarge, CodeTooLarge, "send less: a peer message or output must fit in one message of its stream (serve --stream-max-message-kb)"},
-	{ErrQuotaExceeded, CodeQuotaExceeded, "make room: delete what the tenant no longer needs (memory delete, artifact delete; an overwrite with smaller content also fits), or ask the operator to raise the tenant budget (serve --memory-quota-mb, --artifact-quota-mb)"},
+	{ErrQuotaExceeded, CodeQuotaExceeded, "an overwrite with smaller content fits too, and other tenants are not affected"},
 	{ErrBadRequest, CodeBadRequest, "fix the request: every sink's actions and params are in sinks/REFERENCE.md (gatehouse sinks SINK)"},
 	{ErrForbiddenField, CodeForbiddenField, "whom work is for comes only from the application that opened the run; remove the field"},
 	{ErrUnknownRun, CodeUnknownRun, "open work first (gatehouse.v1.app.<app>.work.open) and use the run id it returns"},
