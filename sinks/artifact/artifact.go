@@ -65,7 +65,11 @@
 // outliving its two-minute lease can overlap another of the same tenant
 // and pass it by at most that one artifact. A broker that dies mid-publish
 // leaves at most what it reserved counted, and its lease stops the
-// tenant's writes for at most two minutes. In a folder store the folders a
+// tenant's writes for at most two minutes; a write waits for its tenant's
+// lease at most leaseWait (30 s), then fails store-unavailable, nothing
+// done, so that waiting writes do not hold the broker's in-flight requests
+// without end. A write whose store call failed counts what the store then
+// holds (Quota.settle). In a folder store the folders a
 // key's segments make are not counted beyond EntryOverhead, and a delete
 // leaves them (empty) in place.
 //

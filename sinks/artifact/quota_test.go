@@ -37,6 +37,7 @@ type qstore struct {
 	setLedger func(t testing.TB, tenant string, used int64, holder string, until time.Time)
 	// read returns an artifact's content.
 	read func(t testing.TB, name string) ([]byte, bool)
+	dir  string // a folder store's folder
 }
 
 type ledgerJSON struct {
@@ -126,6 +127,7 @@ func qbackend(t testing.TB, name string, env *sinktest.Env) *qstore {
 				}
 			},
 			read: func(t testing.TB, name string) ([]byte, bool) { return backends[1].read(t, env, name) },
+			dir:  dir,
 		}
 	}
 	url, _, _ := sinktest.StartRedis(t)
@@ -453,6 +455,36 @@ func BenchmarkQuotaPut(b *testing.B) {
 					}
 				}
 			})
+		}
+	}
+}
+
+// TestQuotaDirTenantsNamedAlike: in a folder store, tenants "acme" and
+// "acme.lock" keep apart ledgers: one tenant's lock file is not the
+// other's ledger (which made "acme.lock" fail every publish once "acme"
+// had published, and let its ledger writes replace the file "acme"'s
+// publishes lock). An empty file where a ledger goes (the lock an older
+// Gatehouse left) counts as no ledger: the tenant is counted from the
+// store.
+func TestQuotaDirTenantsNamedAlike(t *testing.T) {
+	q := storesOnly(t, "dir")
+	ctx := sinktest.Ctx(t)
+	st := artifact.WithQuota(q.open(t), 1<<20)
+	if err := os.MkdirAll(filepath.Join(q.dir, ".quota"), 0o750); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(q.dir, ".quota", "acme.lock"), nil, 0o640); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []string{"acme/a", "acme.lock/b", "acme/c", "acme.lock/d"} {
+		if err := st.Put(ctx, n, "text/plain", []byte(n)); err != nil {
+			t.Fatalf("publish %s: %v", n, err)
+		}
+	}
+	for tenant, names := range map[string][]string{"acme": {"acme/a", "acme/c"}, "acme.lock": {"acme.lock/b", "acme.lock/d"}} {
+		_, want := storedBytes(t, q, names)
+		if l, holder, ok := q.ledger(t, tenant); !ok || l != want || holder != "" {
+			t.Fatalf("%s: ledger %d (holder %q, %v), %d stored", tenant, l, holder, ok, want)
 		}
 	}
 }

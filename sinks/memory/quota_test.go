@@ -387,20 +387,7 @@ func TestQuotaCountsWhatIsThere(t *testing.T) {
 			old := []memory.Key{{Tenant: "acme", Person: "ada", Name: "a"}, {Tenant: "acme", Name: "b/c"}}
 			rec := []byte(`{"kind":"fact","value":"from before quotas"}`)
 			for _, k := range old {
-				switch r := r.(type) {
-				case rawKV:
-					if _, err := r.kv(t).Put(ctx, kvKeyOf(k), rec); err != nil {
-						t.Fatal(err)
-					}
-				case rawRedis:
-					key := "gatehouse:memory:s:" + hx(k.Tenant) + ":" + hx(k.Name)
-					if k.Person != "" {
-						key = "gatehouse:memory:p:" + hx(k.Tenant) + ":" + hx(k.Person) + ":" + hx(k.Name)
-					}
-					if err := r.rdb(t).Set(ctx, key, rec, 0).Err(); err != nil {
-						t.Fatal(err)
-					}
-				}
+				rawPut(t, r, k, rec)
 			}
 			// Another tenant's and another key space's entries are not counted.
 			if _, err := env.Agent.Effect(ctx, policy.SinkMemory, put(env.Open(t, broker.OpenWork{Tenant: "acme2", Person: "ada"}), "a", "", "x")); err != nil {
@@ -414,6 +401,56 @@ func TestQuotaCountsWhatIsThere(t *testing.T) {
 				t.Fatalf("counter %d, want %d", c, want)
 			}
 		})
+	}
+}
+
+// TestQuotaFirstDeleteCountsOnce: a tenant whose memories predate quotas
+// (no counter) and whose first write is a delete ends with the counter
+// equal to what it stores: the count the delete starts is not also given
+// the deleted memory's cost back (which would let the tenant pass its
+// budget by that much).
+func TestQuotaFirstDeleteCountsOnce(t *testing.T) {
+	for _, name := range []string{"kv", "redis"} {
+		t.Run(name, func(t *testing.T) {
+			_, r := quotaEnv(t, name, 0)
+			ctx := sinktest.Ctx(t)
+			old := []memory.Key{{Tenant: "acme", Person: "ada", Name: "a"}, {Tenant: "acme", Name: "b"}}
+			rec := []byte(`{"kind":"fact","value":"from before quotas"}`)
+			for _, k := range old {
+				rawPut(t, r, k, rec)
+			}
+			st := r.open(t)
+			if ok, err := st.Delete(ctx, old[0]); err != nil || !ok {
+				t.Fatal(ok, err)
+			}
+			_, used := stored(t, r, old)
+			if c, ok := r.counter(t, "acme"); ok && c != used {
+				t.Fatalf("counter %d after the first delete, %d stored", c, used)
+			}
+			if u, err := st.Used(ctx, "acme"); err != nil || u != used {
+				t.Fatalf("Used = %d, %v; %d stored", u, err, used)
+			}
+		})
+	}
+}
+
+// rawPut writes a memory record straight into the store, as one kept
+// before quotas is.
+func rawPut(t testing.TB, r raw, k memory.Key, rec []byte) {
+	ctx := sinktest.Ctx(t)
+	switch r := r.(type) {
+	case rawKV:
+		if _, err := r.kv(t).Put(ctx, kvKeyOf(k), rec); err != nil {
+			t.Fatal(err)
+		}
+	case rawRedis:
+		key := "gatehouse:memory:s:" + hx(k.Tenant) + ":" + hx(k.Name)
+		if k.Person != "" {
+			key = "gatehouse:memory:p:" + hx(k.Tenant) + ":" + hx(k.Person) + ":" + hx(k.Name)
+		}
+		if err := r.rdb(t).Set(ctx, key, rec, 0).Err(); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 
