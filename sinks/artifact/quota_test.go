@@ -225,8 +225,11 @@ func TestQuota(t *testing.T) {
 			if l, _, _ := q.ledger(t, "acme"); count != n || l != used || used > limit {
 				t.Fatalf("%d stored (%d bytes), ledger %d, budget %d", count, used, l, limit)
 			}
-			if ds, _ := events(t, env, run); len(ds) != n {
-				t.Fatalf("%d decisions for %d stored publishes: the refused one was decided", len(ds), n)
+			// The refused publish was decided by policy first and recorded
+			// as a failed effect: every refusal is on record, and an agent
+			// policy refuses learns nothing of the tenant's usage.
+			if ds, rs := events(t, env, run); len(ds) != n+1 || len(rs) != n+1 || rs[n].Status != "failed" || rs[n].Error != quota.ErrorType {
+				t.Fatalf("%d decisions and outcomes %+v for %d stored publishes and one refused", len(ds), rs, n)
 			}
 			if _, err := env.Agent.Effect(ctx, policy.SinkArtifact, publish(other, "r/0.csv", content)); err != nil {
 				t.Fatalf("globex at acme's budget: %v", err)
@@ -395,7 +398,7 @@ func TestQuotaRefusedInPerform(t *testing.T) {
 	ctx := sinktest.Ctx(t)
 	run := env.Open(t, broker.OpenWork{Tenant: "acme", Person: "ada"})
 	r, err := env.Agent.Effect(ctx, policy.SinkArtifact, publish(run, "late.csv", []byte("late")))
-	if code(err) != broker.CodeEffectFailed || !strings.Contains(err.Error(), "--artifact-quota-mb") ||
+	if code(err) != broker.CodeQuotaExceeded || !strings.Contains(err.Error(), "--artifact-quota-mb") ||
 		r.Outcome == nil || r.Outcome.Error != quota.ErrorType || r.Decision.Outcome != journal.OutcomeAllowed {
 		t.Fatalf("publish that lost the race: %v %+v", err, r)
 	}

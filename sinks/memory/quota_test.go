@@ -199,16 +199,25 @@ func TestQuota(t *testing.T) {
 			if _, ok := r.record(t, keys[n]); ok {
 				t.Fatal("the refused put was stored")
 			}
-			decided := 0 // refused before it was decided, as TOO_LARGE is: no record
+			// The refused put was decided by policy first and recorded as a
+			// failed effect: every refusal is on record, and an agent policy
+			// refuses learns nothing of the tenant's usage.
+			decided, overBudget := 0, 0
 			for _, run := range []string{ada, bob} {
 				for _, ev := range env.Events(t, run) {
-					if ev.Type == journal.TypeDecision {
+					switch ev.Type {
+					case journal.TypeDecision:
 						decided++
+					case journal.TypeOutcome:
+						var o journal.Result
+						if json.Unmarshal(ev.Data, &o) == nil && o.Status == "failed" && o.Error == quota.ErrorType {
+							overBudget++
+						}
 					}
 				}
 			}
-			if decided != n {
-				t.Fatalf("%d decisions for %d stored puts", decided, n)
+			if decided != n+1 || overBudget != 1 {
+				t.Fatalf("%d decisions, %d outcomes over budget, for %d stored puts and one refused", decided, overBudget, n)
 			}
 			count, used := stored(t, r, keys)
 			if c, _ := r.counter(t, "acme"); count != n || c != used || used > limit {
@@ -301,7 +310,7 @@ func TestQuotaRefusedInPerform(t *testing.T) {
 			ctx := sinktest.Ctx(t)
 			run := env.Open(t, broker.OpenWork{Tenant: "acme", Person: "ada"})
 			rep, err := env.Agent.Effect(ctx, policy.SinkMemory, put(run, "late", "", "x"))
-			if code(err) != broker.CodeEffectFailed || !strings.Contains(err.Error(), "--memory-quota-mb") ||
+			if code(err) != broker.CodeQuotaExceeded || !strings.Contains(err.Error(), "--memory-quota-mb") ||
 				rep.Outcome == nil || rep.Outcome.Error != quota.ErrorType || rep.Decision.Outcome != journal.OutcomeAllowed {
 				t.Fatalf("put that lost the race: %v %+v", err, rep)
 			}
