@@ -210,8 +210,14 @@ func TestNATSPermissions(t *testing.T) {
 	}
 	t.Cleanup(shared.Close)
 	send("alice", "for-alice-3")
-	if m := receive(t, shared, "alice", time.Second); m != nil {
-		t.Fatalf("the shared credential fetched alice's peer message: %+v", m)
+	sharedIn, err := shared.Peer("alice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	nctx, ncancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer ncancel()
+	if m, err := sharedIn.Next(nctx); !errors.Is(err, broker.ErrCredentialRefused) {
+		t.Fatalf("the shared credential asking for alice's peer messages: %+v %v, want the server's refusal", m, err)
 	}
 	if m := receive(t, alice, "alice", 5*time.Second); m == nil || string(m.Body) != `"for-alice-3"` {
 		t.Fatalf("alice's third message: %+v", m)
