@@ -134,7 +134,7 @@ func (p *Pool) storeScreenshot(ctx context.Context, run *broker.Run, req *broker
 		return nil, fmt.Errorf("%w: publishing %s was %s; a rule such as {sink: artifact, target: \"screenshots/**\"} allows it, or ask with {\"inline\": true}",
 			ErrNotStored, art.Key, why)
 	case r.Error != nil:
-		return nil, fmt.Errorf("%w: the store failed: %s", ErrNotStored, r.Error.Code)
+		return nil, fmt.Errorf("%w: the store failed: %s: %s", ErrNotStored, r.Error.Code, r.Error.Message)
 	}
 	b, err := json.Marshal(screenshotReply{Artifact: art, Publish: r.Effect})
 	if err != nil {
