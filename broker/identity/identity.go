@@ -192,6 +192,19 @@ func privateFile(f *os.File) error {
 // Validate checks every name, origin and tenant, and that no name is
 // registered twice in a class.
 func (r *Registry) Validate() error {
+	removed := map[string]*Removal{}
+	for i, rm := range r.Removed {
+		if err := checkName(rm.Name); err != nil {
+			return fmt.Errorf("removed: %w", err)
+		}
+		if err := checkIncarnation(rm.Incarnation); err != nil {
+			return fmt.Errorf("removed %s: %w", rm.Name, err)
+		}
+		if removed[rm.Name] != nil {
+			return fmt.Errorf("removed %s: listed twice (the register keeps the last removal of a name only)", rm.Name)
+		}
+		removed[rm.Name] = &r.Removed[i]
+	}
 	seen := map[string]bool{}
 	for _, a := range r.Agents {
 		if err := checkName(a.Name); err != nil {
@@ -200,24 +213,13 @@ func (r *Registry) Validate() error {
 		if err := CheckOrigin(a.Origin); err != nil {
 			return fmt.Errorf("agent %s: %w", a.Name, err)
 		}
-		if err := checkIncarnation(a.Incarnation); err != nil {
+		if err := checkRegistration(a, removed[a.Name]); err != nil {
 			return fmt.Errorf("agent %s: %w", a.Name, err)
-		}
-		if err := checkIncarnation(a.Follows); err != nil {
-			return fmt.Errorf("agent %s: follows: %w", a.Name, err)
 		}
 		if seen[a.Name] {
 			return fmt.Errorf("agent %s: %w twice", a.Name, ErrExists)
 		}
 		seen[a.Name] = true
-	}
-	for _, rm := range r.Removed {
-		if err := checkName(rm.Name); err != nil {
-			return fmt.Errorf("removed: %w", err)
-		}
-		if err := checkIncarnation(rm.Incarnation); err != nil {
-			return fmt.Errorf("removed %s: %w", rm.Name, err)
-		}
 	}
 	seen = map[string]bool{}
 	for _, a := range r.Apps {
@@ -304,10 +306,15 @@ func (r *Registry) AddAgent(a Agent) error {
 	if a.Incarnation == "" {
 		a.Incarnation = NewIncarnation()
 	}
-	if a.Follows == "" {
-		if i := slices.IndexFunc(r.Removed, func(rm Removal) bool { return rm.Name == a.Name }); i >= 0 {
-			a.Follows = AfterRemoval(r.Removed[i].Incarnation)
-		}
+	var rm *Removal
+	if i := slices.IndexFunc(r.Removed, func(rm Removal) bool { return rm.Name == a.Name }); i >= 0 {
+		rm = &r.Removed[i]
+	}
+	if a.Follows == "" && rm != nil {
+		a.Follows = AfterRemoval(rm.Incarnation)
+	}
+	if err := checkRegistration(a, rm); err != nil {
+		return fmt.Errorf("agent %s: %w", a.Name, err)
 	}
 	r.Agents = append(r.Agents, a)
 	return nil
@@ -405,7 +412,9 @@ func (g Registration) Owns(stamp string) bool {
 // AfterRemoval is the stamp of what is made for a name while it is
 // removed: "after-" and the removed registration's incarnation (which may
 // be "", for one registered before incarnations).
-func AfterRemoval(removed string) string { return "after-" + removed }
+func AfterRemoval(removed string) string { return afterPrefix + removed }
+
+const afterPrefix = "after-"
 
 // AgentRegistration is what the register says of name:
 //
@@ -481,6 +490,35 @@ func checkIncarnation(inc string) error {
 		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-') {
 			return fmt.Errorf("%w: %q: lowercase letters, digits and '-' only", ErrBadIncarnation, inc)
 		}
+	}
+	return nil
+}
+
+// checkRegistration checks agent a's incarnation and what it follows
+// against rm, the last removal of its name (nil: none), so that a
+// register edited by hand cannot make a registration own what another
+// was given: an incarnation is never that of the removed registration
+// (they are never reused) nor a stamp of a removed name ("after-…"), and
+// a registration follows only the removal the register records.
+func checkRegistration(a Agent, rm *Removal) error {
+	if err := checkIncarnation(a.Incarnation); err != nil {
+		return err
+	}
+	if err := checkIncarnation(a.Follows); err != nil {
+		return fmt.Errorf("follows: %w", err)
+	}
+	if strings.HasPrefix(a.Incarnation, afterPrefix) {
+		return fmt.Errorf("%w: %q: %q begins what is made for a removed name, never a registration; leave the incarnation out and the next `gatehouse agents add` makes one", ErrBadIncarnation, a.Incarnation, afterPrefix)
+	}
+	if rm != nil && a.Incarnation != "" && a.Incarnation == rm.Incarnation {
+		return fmt.Errorf("%w: %q is the incarnation of the registration removed before, and incarnations are never reused: `gatehouse agents remove` and `add` the agent again to register it anew", ErrBadIncarnation, a.Incarnation)
+	}
+	switch {
+	case a.Follows == "":
+	case rm == nil:
+		return fmt.Errorf("follows: %w: %q names a removal of the name the register does not record", ErrBadIncarnation, a.Follows)
+	case a.Follows != AfterRemoval(rm.Incarnation):
+		return fmt.Errorf("follows: %w: %q, but the name's last removal is %q, which the registration after it follows as %q", ErrBadIncarnation, a.Follows, rm.Incarnation, AfterRemoval(rm.Incarnation))
 	}
 	return nil
 }
