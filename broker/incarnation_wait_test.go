@@ -11,6 +11,7 @@ import (
 	"github.com/gatehouse/gatehouse/broker/identity"
 	"github.com/gatehouse/gatehouse/broker/journal"
 	"github.com/gatehouse/gatehouse/broker/subject"
+	"github.com/gatehouse/gatehouse/policy"
 )
 
 // TestPeerWaitEndsWithItsRegistration: the old bob waits for a peer
@@ -83,4 +84,51 @@ func TestPeerWaitEndsWithItsRegistration(t *testing.T) {
 		t.Fatalf("%d messages still queued for bob", n)
 	}
 	<-waited // answered or cut off with the old bob's connection
+}
+
+// TestOrphanedRunActsNoMore: what an agent set going in its run acts for
+// the run as Gatehouse itself (sandboxed code's gateway calls, a browser
+// session's requests: internal proposals). Once bob is removed and
+// registered again, nothing acts in the old bob's run any more, not even
+// so: an internal proposal there is refused (NOT_RUN_AGENT,
+// run-of-another-agent, recorded in that run, nothing delivered), while
+// in the new bob's run it goes through.
+func TestOrphanedRunActsNoMore(t *testing.T) {
+	w := startReuseWorld(t, 0)
+	oldRun := w.open(t, "bob")
+	internal := func(run string) *broker.EffectReply {
+		t.Helper()
+		data, err := json.Marshal(broker.EffectRequest{Run: run, Action: "deliver", Params: json.RawMessage(`{"status":"ok","result":"from the sandbox"}`)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return w.b.Propose(ctxT(t), broker.Internal(policy.OriginRuntime), policy.SinkOutput, data)
+	}
+	if r := internal(oldRun); r.Error != nil || r.Decision.Outcome != journal.OutcomeAllowed {
+		t.Fatalf("Gatehouse acting in bob's run: %+v %+v", r.Decision, r.Error)
+	}
+	w.edit(t, func(r *identity.Registry) error {
+		if err := r.RemoveAgent("bob"); err != nil {
+			return err
+		}
+		if err := r.AddAgent(identity.Agent{Name: "bob", Added: time.Now().UTC()}); err != nil {
+			return err
+		}
+		_, err := embedded.NewSeed(embedded.AgentCredsPath(w.nats, "bob"))
+		return err
+	})
+	before := w.count(t, subject.OutputStream, subject.Output(subject.Shared, oldRun))
+	r := internal(oldRun)
+	if r.Error == nil || r.Error.Code != broker.CodeNotRunAgent || r.Decision == nil || r.Decision.Refusal != broker.RefuseRunOfAnotherAgent {
+		t.Fatalf("Gatehouse acting in the old bob's run after bob was registered again: %+v %+v", r.Decision, r.Error)
+	}
+	if n := w.count(t, subject.OutputStream, subject.Output(subject.Shared, oldRun)); n != before {
+		t.Fatal("delivered into the old bob's run")
+	}
+	if d := w.lastDecision(t, oldRun); d.Refusal != broker.RefuseRunOfAnotherAgent || d.Rule != journal.RuleIdentity {
+		t.Fatalf("the refusal is not on the old run's record: %+v", d)
+	}
+	if r := internal(w.open(t, "bob")); r.Error != nil || r.Decision.Outcome != journal.OutcomeAllowed {
+		t.Fatalf("Gatehouse acting in the new bob's run: %+v %+v", r.Decision, r.Error)
+	}
 }
