@@ -52,16 +52,7 @@ func TestPeerWaitEndsWithItsRegistration(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 
-	w.edit(t, func(r *identity.Registry) error {
-		if err := r.RemoveAgent("bob"); err != nil {
-			return err
-		}
-		if err := r.AddAgent(identity.Agent{Name: "bob", Added: time.Now().UTC()}); err != nil {
-			return err
-		}
-		_, err := embedded.NewSeed(embedded.AgentCredsPath(w.nats, "bob"))
-		return err
-	})
+	w.reAdd(t, "bob")
 	bob := w.agent(t, "bob")
 	if r, err := alice.Send(ctxT(t), aliceRun, "bob", "for the new bob"); err != nil || r.Decision.Outcome != journal.OutcomeAllowed {
 		t.Fatalf("alice to the new bob: %+v %v", r, err)
@@ -107,16 +98,7 @@ func TestOrphanedRunActsNoMore(t *testing.T) {
 	if r := internal(oldRun); r.Error != nil || r.Decision.Outcome != journal.OutcomeAllowed {
 		t.Fatalf("Gatehouse acting in bob's run: %+v %+v", r.Decision, r.Error)
 	}
-	w.edit(t, func(r *identity.Registry) error {
-		if err := r.RemoveAgent("bob"); err != nil {
-			return err
-		}
-		if err := r.AddAgent(identity.Agent{Name: "bob", Added: time.Now().UTC()}); err != nil {
-			return err
-		}
-		_, err := embedded.NewSeed(embedded.AgentCredsPath(w.nats, "bob"))
-		return err
-	})
+	w.reAdd(t, "bob")
 	before := w.count(t, subject.OutputStream, subject.Output(subject.Shared, oldRun))
 	r := internal(oldRun)
 	if r.Error == nil || r.Error.Code != broker.CodeNotRunAgent || r.Decision == nil || r.Decision.Refusal != broker.RefuseRunOfAnotherAgent {
@@ -131,4 +113,21 @@ func TestOrphanedRunActsNoMore(t *testing.T) {
 	if r := internal(w.open(t, "bob")); r.Error != nil || r.Decision.Outcome != journal.OutcomeAllowed {
 		t.Fatalf("Gatehouse acting in the new bob's run: %+v %+v", r.Decision, r.Error)
 	}
+}
+
+// reAdd removes agent name and registers it again in one edit of the
+// register (a new seed, a new incarnation), as two CLI commands between
+// two reloads of serve do.
+func (w *reuseWorld) reAdd(t *testing.T, name string) {
+	t.Helper()
+	w.edit(t, func(r *identity.Registry) error {
+		if err := r.RemoveAgent(name); err != nil {
+			return err
+		}
+		if err := r.AddAgent(identity.Agent{Name: name, Added: time.Now().UTC()}); err != nil {
+			return err
+		}
+		_, err := embedded.NewSeed(embedded.AgentCredsPath(w.nats, name))
+		return err
+	})
 }
