@@ -75,22 +75,8 @@ func errorCode(body string) broker.Code {
 // have let the new carol's token on the old session: its check is the
 // token's agent name, which is the same.
 func TestRedteamMCPSessionEndsWithItsAgent(t *testing.T) {
-	data := t.TempDir()
-	if r := gh(t, "agents", "add", "carol", "--data-dir", data); r.code != 0 {
-		t.Fatalf("agents add: %+v", r)
-	}
-	first := strings.TrimSpace(gh(t, "mcp", "token", "carol", "--data-dir", data).stdout)
-	pol := filepath.Join(data, "cards.yaml")
-	must(t, os.WriteFile(pol, []byte("agents:\n  - name: carol\n"), 0o600))
-	s := serve(t, data, "--mode", "strict", "--policy", pol, "--mcp-http", "127.0.0.1:0")
-	a := &identityAttack{t: t, s: s, nats: filepath.Join(data, "nats")}
-	open := func() string {
-		r := gh(t, "work", "open", "--data-dir", data, "--tenant", "acme", "--person", "ada", "--agent", "carol")
-		if r.code != 0 {
-			t.Fatalf("work open: %+v", r)
-		}
-		return strings.TrimSpace(r.stdout)
-	}
+	data, s, a, first := mcpCarol(t)
+	open := func() string { return openCarol(t, data) }
 	oldRun := open()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -152,20 +138,8 @@ func TestRedteamMCPSessionEndsWithItsAgent(t *testing.T) {
 // rotation's reload of the NATS users closed: every later call of the
 // session failed.
 func TestMCPSessionOutlivesARotation(t *testing.T) {
-	data := t.TempDir()
-	if r := gh(t, "agents", "add", "carol", "--data-dir", data); r.code != 0 {
-		t.Fatalf("agents add: %+v", r)
-	}
-	first := strings.TrimSpace(gh(t, "mcp", "token", "carol", "--data-dir", data).stdout)
-	pol := filepath.Join(data, "cards.yaml")
-	must(t, os.WriteFile(pol, []byte("agents:\n  - name: carol\n"), 0o600))
-	s := serve(t, data, "--mode", "strict", "--policy", pol, "--mcp-http", "127.0.0.1:0")
-	a := &identityAttack{t: t, s: s, nats: filepath.Join(data, "nats")}
-	r := gh(t, "work", "open", "--data-dir", data, "--tenant", "acme", "--person", "ada", "--agent", "carol")
-	if r.code != 0 {
-		t.Fatalf("work open: %+v", r)
-	}
-	run := strings.TrimSpace(r.stdout)
+	data, s, a, first := mcpCarol(t)
+	run := openCarol(t, data)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	ep := s.ep.MCP
@@ -199,4 +173,30 @@ func TestMCPSessionOutlivesARotation(t *testing.T) {
 			t.Fatalf("carol's session after the rotation, %s: %d %s", req, code, body)
 		}
 	}
+}
+
+// mcpCarol registers agent carol with an MCP token (first) in a fresh
+// data dir and serves it in strict mode with --mcp-http, carol's card
+// allowing output.
+func mcpCarol(t *testing.T) (data string, s *server, a *identityAttack, first string) {
+	t.Helper()
+	data = t.TempDir()
+	if r := gh(t, "agents", "add", "carol", "--data-dir", data); r.code != 0 {
+		t.Fatalf("agents add: %+v", r)
+	}
+	first = strings.TrimSpace(gh(t, "mcp", "token", "carol", "--data-dir", data).stdout)
+	pol := filepath.Join(data, "cards.yaml")
+	must(t, os.WriteFile(pol, []byte("agents:\n  - name: carol\n"), 0o600))
+	s = serve(t, data, "--mode", "strict", "--policy", pol, "--mcp-http", "127.0.0.1:0")
+	return data, s, &identityAttack{t: t, s: s, nats: filepath.Join(data, "nats")}, first
+}
+
+// openCarol opens work for carol with the CLI and returns the run.
+func openCarol(t *testing.T, data string) string {
+	t.Helper()
+	r := gh(t, "work", "open", "--data-dir", data, "--tenant", "acme", "--person", "ada", "--agent", "carol")
+	if r.code != 0 {
+		t.Fatalf("work open: %+v", r)
+	}
+	return strings.TrimSpace(r.stdout)
 }
