@@ -52,6 +52,30 @@
 // since is its. Agents given with serve --agents are not in the file and
 // have the incarnation "" for as long as serve runs with the flag.
 //
+// # What incarnations do not do
+//
+// The broker knows a requester by its name (the subject NATS let it
+// publish on), never by its credential: incarnations tell apart the runs
+// and messages made for two registrations of a name, not the two
+// credentials. So the NATS server must refuse a removed agent's
+// credential before the name is registered again. The embedded server
+// does (serve reloads its users, closing the removed key's connections,
+// between a register in force that knows no registration of the name
+// and the next); on an external NATS the operator must reload nats-server
+// with the removal (agents nats-conf) before adding the name again, or
+// the old credential acts as the new registration until then.
+//
+// A message sent by name (peer send) is for the registration of the
+// recipient in force when it is sent, even when the sender's work was
+// delegated by an earlier registration of that name: a worker reporting
+// back to a removed and re-added agent reaches the new one. Delegations
+// and broadcasts are for the registration their run was opened for.
+//
+// Agents given with serve --agents have the incarnation "" and own what
+// was stamped "" (First); a name moved from the flag to the file by
+// `gatehouse agents add` keeps, as a rotation would, what was made for
+// the flag's agent, since nothing removed it.
+//
 // A Registry value is not safe for concurrent change; Holder shares one
 // read-only snapshot between goroutines and swaps it on reload.
 package identity
