@@ -32,8 +32,13 @@ var (
 	// ErrNoReply and ErrNoBroker are the client's (broker/client): a
 	// request no broker answered in time, and one no broker was there to
 	// take. Whether a timed-out effect was decided is not known.
-	ErrNoReply  = errors.New("no broker answered in time")
-	ErrNoBroker = errors.New("no Gatehouse broker is answering (is `gatehouse serve` running and the NATS URL right?)")
+	ErrNoReply = errors.New("no broker answered in time")
+	// ErrCredentialRefused: the NATS server refused this credential a
+	// publish on the request's subject or the subscription of its reply
+	// inbox (the client speaks as another identity than the credential's);
+	// no broker got the request.
+	ErrCredentialRefused = errors.New("NATS refused this credential")
+	ErrNoBroker          = errors.New("no Gatehouse broker is answering (is `gatehouse serve` running and the NATS URL right?)")
 	// ErrRequestInProgress: another broker holds the request id and has
 	// not answered (it may have died after recording the decision).
 	ErrRequestInProgress = errors.New("request id is being decided by another broker")
@@ -91,6 +96,7 @@ const (
 
 	CodeTimeout           Code = "TIMEOUT"
 	CodeNoBroker          Code = "NO_BROKER"
+	CodeCredentialRefused Code = "CREDENTIAL_REFUSED"
 	CodeRequestInProgress Code = "REQUEST_IN_PROGRESS"
 	CodeRequestIDReused   Code = "REQUEST_ID_REUSED"
 	CodeRequestStore      Code = "REQUEST_STORE_UNAVAILABLE"
@@ -116,7 +122,7 @@ var codes = []struct {
 }{
 	// ErrTooLarge wraps ErrBadRequest too, so it comes first.
 	{ErrTooLarge, CodeTooLarge, "send less: a peer message or output must fit in one message of its stream (serve --stream-max-message-kb)"},
-	{ErrQuotaExceeded, CodeQuotaExceeded, "make room: delete what the tenant no longer needs (memory delete, artifact delete; an overwrite with smaller content also fits), or ask the operator to raise the tenant budget (serve --memory-quota-mb, --artifact-quota-mb)"},
+	{ErrQuotaExceeded, CodeQuotaExceeded, "an overwrite with smaller content fits too, and other tenants are not affected"},
 	{ErrBadRequest, CodeBadRequest, "fix the request: every sink's actions and params are in sinks/REFERENCE.md (gatehouse sinks SINK)"},
 	{ErrForbiddenField, CodeForbiddenField, "whom work is for comes only from the application that opened the run; remove the field"},
 	{ErrUnknownRun, CodeUnknownRun, "open work first (gatehouse.v1.app.<app>.work.open) and use the run id it returns"},
@@ -141,6 +147,7 @@ var codes = []struct {
 	{approval.ErrStore, CodeApprovalStore, "the approval store could not be reached; retry"},
 	{ErrNoReply, CodeTimeout, "the effect may or may not have been decided: look its run up with 'gatehouse evidence' before proposing it again, or propose it again with the same request_id, which is decided at most once"},
 	{ErrNoBroker, CodeNoBroker, "nothing was decided; start a broker or fix the NATS URL, then retry"},
+	{ErrCredentialRefused, CodeCredentialRefused, "nothing was decided; speak as the identity the credential belongs to: a named agent's credential (agent-NAME.nk) needs --agent NAME, an application's (app-NAME.nk) --app NAME (gatehouse agents list, gatehouse apps list)"},
 	{ErrRequestInProgress, CodeRequestInProgress, "wait and propose it again with the same request_id; if this persists, the broker deciding it died: look its run up with 'gatehouse evidence' before proposing it under a new request_id"},
 	{ErrRequestIDReused, CodeRequestIDReused, "a request_id names one request in a run; use a new request_id for a different request"},
 	{ErrRequestStore, CodeRequestStore, "nothing was decided; retry when NATS JetStream is healthy, or send the request without a request_id"},

@@ -309,8 +309,8 @@ func TestRedteamNameReuse(t *testing.T) {
 // TestRedteamPolicyFileOwnership: the policy file decides what Gatehouse
 // allows, so serve reads it only as the identity register: its own (or
 // root's) regular file that no one else may write, a symbolic link's
-// target included. A file others could write is unreadable, at start or
-// at a reload: strict mode refuses every effect (policy-unreadable) and
+// target included, in folders no one else may write. A file others could
+// write is unreadable, at start or at a reload: strict mode refuses every effect (policy-unreadable) and
 // the log names the file and the fix. The grounding rules the same.
 func TestRedteamPolicyFileOwnership(t *testing.T) {
 	a := startAttackWith(t, "")
@@ -369,6 +369,16 @@ func TestRedteamPolicyFileOwnership(t *testing.T) {
 	until("a link to a file others may write", unreadable)
 	must(t, os.Chmod(target, 0o600))
 	until("the link's target made private", allowed)
+	// A private file in a folder others may write, who could put another
+	// file in its place (sshd's StrictModes).
+	folder := filepath.Dir(target)
+	must(t, os.Chmod(folder, 0o777))
+	until("a policy file in a folder others may write", unreadable)
+	if !strings.Contains(a.s.out.String(), "chmod go-w "+folder) {
+		t.Fatalf("serve's log does not name the folder and the fix:\n%s", a.s.out.String())
+	}
+	must(t, os.Chmod(folder, 0o700))
+	until("the folder made private", allowed)
 	a.s.stop(t)
 
 	// At start, the grounding rules: a file others may write is not read,

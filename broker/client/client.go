@@ -47,6 +47,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -75,6 +78,18 @@ type Client struct {
 	own   bool
 	class subject.Class
 	id    string
+
+	// Requests in flight, each ended at once with ErrCredentialRefused
+	// when the server refuses the credential its subject or the reply
+	// inbox (refused): a publish the server drops would otherwise wait for
+	// its deadline and read as a TIMEOUT, the effect "maybe decided".
+	mu       sync.Mutex
+	inflight map[*inflightRequest]struct{}
+}
+
+type inflightRequest struct {
+	subj   string
+	cancel context.CancelCauseFunc
 }
 
 // Dial connects to NATS at url as the shared credential of role (identity
@@ -118,11 +133,69 @@ func dial(url string, class subject.Class, id, creds string, opts []nats.Option)
 		}
 		opts = append(opts, o)
 	}
+	c := &Client{own: true, class: class, id: id}
+	// The caller's error handler, if opts set one, still gets every error;
+	// without one, errors other than a refused request go to stderr, as
+	// nats.go's default does.
+	o := nats.GetDefaultOptions()
+	for _, opt := range opts {
+		_ = opt(&o)
+	}
+	prev := o.AsyncErrorCB
+	opts = append(opts, nats.ErrorHandler(func(nc *nats.Conn, sub *nats.Subscription, err error) {
+		handled := c.refused(err)
+		switch {
+		case prev != nil:
+			prev(nc, sub, err)
+		case !handled:
+			fmt.Fprintf(os.Stderr, "%v\n", err)
+		}
+	}))
 	nc, err := nats.Connect(url, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("connect to NATS at %s: %w", url, err)
 	}
-	return &Client{nc: nc, own: true, class: class, id: id}, nil
+	c.nc = nc
+	return c, nil
+}
+
+// refused ends the requests in flight that a permissions violation the
+// server reported is about: one on a request's subject, or on this
+// client's inbox space, which every reply comes through. Other errors are
+// left to the deadline, as before.
+func (c *Client) refused(err error) (handled bool) {
+	if !errors.Is(err, nats.ErrPermissionViolation) {
+		return false
+	}
+	msg := err.Error()
+	inbox := strings.Contains(msg, `"`+subject.InboxOf(c.class, c.id)+`.`)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for r := range c.inflight {
+		if inbox || strings.Contains(msg, `"`+r.subj+`"`) {
+			r.cancel(fmt.Errorf("%w as %s %s: %v", broker.ErrCredentialRefused, c.class, c.id, err))
+			handled = true
+		}
+	}
+	return handled
+}
+
+// track registers a request in flight; the function it returns ends it.
+func (c *Client) track(ctx context.Context, subj string) (context.Context, func()) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	r := &inflightRequest{subj: subj, cancel: cancel}
+	c.mu.Lock()
+	if c.inflight == nil {
+		c.inflight = map[*inflightRequest]struct{}{}
+	}
+	c.inflight[r] = struct{}{}
+	c.mu.Unlock()
+	return ctx, func() {
+		c.mu.Lock()
+		delete(c.inflight, r)
+		c.mu.Unlock()
+		cancel(nil)
+	}
 }
 
 // New wraps an existing connection as identity id (a name or
@@ -240,7 +313,12 @@ func (c *Client) request(ctx context.Context, subj string, in, out any) error {
 		return err
 	}
 	start := time.Now()
-	msg, err := c.nc.RequestWithContext(ctx, subj, b)
+	rctx, done := c.track(ctx, subj)
+	defer done()
+	msg, err := c.nc.RequestWithContext(rctx, subj, b)
+	if cause := context.Cause(rctx); err != nil && errors.Is(cause, broker.ErrCredentialRefused) {
+		return broker.NewErrorBody(cause)
+	}
 	switch {
 	case errors.Is(err, nats.ErrNoResponders):
 		return broker.NewErrorBody(fmt.Errorf("%w: nothing listens on %s: %w", ErrNoBroker, subj, err))

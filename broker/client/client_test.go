@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/gatehouse/gatehouse/broker"
 	"github.com/gatehouse/gatehouse/broker/client"
+	"github.com/gatehouse/gatehouse/broker/embedded"
 	"github.com/gatehouse/gatehouse/broker/subject"
 	"github.com/gatehouse/gatehouse/policy"
 	"github.com/gatehouse/gatehouse/sinks/output"
@@ -137,5 +139,48 @@ func waitNoBroker(t *testing.T, env *sinktest.Env) {
 		if time.Now().After(deadline) {
 			t.Fatalf("the broker still answers after its connection closed: %v", err)
 		}
+	}
+}
+
+// TestCredentialRefusedAtOnce: a named agent's credential used as the
+// shared agent (the CLI's --creds without --agent) is refused by the NATS
+// server on the shared subjects. The request ends at once with
+// CREDENTIAL_REFUSED, saying what to do, not at its deadline as a
+// TIMEOUT whose effect "may have been decided"; a handler the caller set
+// still sees the error.
+func TestCredentialRefusedAtOnce(t *testing.T) {
+	env := world(t)
+	env.NamedAgent(t, "bob", "")
+	var seen atomic.Int32
+	wrong, err := client.Dial(env.NS.URL, client.Agent, embedded.AgentCredsPath(filepath.Join(env.Dir, "nats"), "bob"),
+		nats.ErrorHandler(func(*nats.Conn, *nats.Subscription, error) { seen.Add(1) }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer wrong.Close()
+	run, err := env.App.OpenWork(context.Background(), broker.OpenWork{Tenant: "acme", Person: "ada"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A deadline far beyond what the test waits for: the refusal must end
+	// the request, not the deadline.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { _, err := wrong.Output(ctx, run, "ok", 1); done <- err }()
+	select {
+	case err = <-done:
+	case <-time.After(time.Minute):
+		t.Fatal("a request on a refused credential waited for its deadline")
+	}
+	if code(err) != broker.CodeCredentialRefused || !errors.Is(err, broker.ErrCredentialRefused) || !strings.Contains(err.Error(), "--agent NAME") {
+		t.Fatalf("refused credential: %v (code %q)", err, code(err))
+	}
+	if seen.Load() == 0 {
+		t.Fatal("the caller's error handler was not called")
+	}
+	// The same credential as its own identity works.
+	if _, err := env.NamedAgent(t, "bob", "").Output(context.Background(), run, "ok", 1); code(err) != broker.CodeNotRunAgent {
+		t.Fatalf("bob on a run opened without an agent: %v, want %s", err, broker.CodeNotRunAgent)
 	}
 }

@@ -101,7 +101,7 @@ func effectExit(env *cliEnv, r *broker.EffectReply, err error, asJSON bool) erro
 		var eb *broker.ErrorBody
 		if errors.As(err, &eb) {
 			switch eb.Code {
-			case broker.CodeBadRequest, broker.CodeForbiddenField, broker.CodeUnknownSink, broker.CodeTooLarge:
+			case broker.CodeBadRequest, broker.CodeForbiddenField, broker.CodeUnknownSink, broker.CodeTooLarge, broker.CodeCredentialRefused:
 				code = exitUsage
 			}
 		}

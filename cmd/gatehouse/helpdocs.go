@@ -46,7 +46,7 @@ var cmdDocs = map[string]cmdDoc{
 			"gatehouse effect memory --run RUN --action put --params '{\"key\": \"k\", \"value\": 1}' --json",
 		},
 		exits: []exitDoc{{0, "allowed, and it happened"}, {1, "refused, or allowed and it failed (a program exiting non-zero), or no broker answered"},
-			{2, "bad usage (an unknown sink or action, params that are not a JSON object, a body too large: BAD_REQUEST, UNKNOWN_SINK, TOO_LARGE)"}, {3, "held for a person's approval (the approval id is printed)"}},
+			{2, "bad usage (an unknown sink or action, params that are not a JSON object, a body too large, a named agent's credential without --agent: BAD_REQUEST, UNKNOWN_SINK, TOO_LARGE, CREDENTIAL_REFUSED)"}, {3, "held for a person's approval (the approval id is printed)"}},
 	},
 	"agents": {
 		examples: []string{

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -316,6 +317,10 @@ func cmdEffect(ctx context.Context, env *cliEnv, args []string) error {
 	defer cancel()
 	reply, err := c.Effect(ctx, sink, req)
 	if reply == nil {
+		var eb *broker.ErrorBody
+		if errors.As(err, &eb) && eb.Code == broker.CodeCredentialRefused {
+			return &exitError{code: exitUsage, err: err} // the wrong flags: no broker saw it
+		}
 		return err
 	}
 	if cf.json {
