@@ -210,8 +210,15 @@ func TestNATSPermissions(t *testing.T) {
 	}
 	t.Cleanup(shared.Close)
 	send("alice", "for-alice-3")
-	if m := receive(t, shared, "alice", time.Second); m != nil {
-		t.Fatalf("the shared credential fetched alice's peer message: %+v", m)
+	aliceAsShared, err := shared.Peer("alice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	asking, stop := context.WithTimeout(ctx, 5*time.Second)
+	defer stop()
+	// The server refuses the request itself, which the client says at once.
+	if m, err := aliceAsShared.Next(asking); m != nil || !errors.Is(err, broker.ErrCredentialRefused) {
+		t.Fatalf("the shared credential asking for alice's peer message: %+v %v", m, err)
 	}
 	if m := receive(t, alice, "alice", 5*time.Second); m == nil || string(m.Body) != `"for-alice-3"` {
 		t.Fatalf("alice's third message: %+v", m)
