@@ -410,7 +410,13 @@ func (b *Broker) propose(ctx context.Context, from Caller, sinkName policy.Sink,
 	done, perr := sink.Perform(ctx, run, req, prop)
 	if perr != nil {
 		done = &Performed{Result: journal.Result{Status: "failed", Error: errorType(perr)}}
-		reply.Error = errorBody(fmt.Errorf("%w: %v", ErrEffectFailed, perr))
+		if errors.Is(perr, ErrQuotaExceeded) {
+			// Decided, attempted, and refused by the store for the
+			// tenant's budget: nothing stored, and the code says so.
+			reply.Error = errorBody(perr)
+		} else {
+			reply.Error = errorBody(fmt.Errorf("%w: %v", ErrEffectFailed, perr))
+		}
 		b.log.Warn("effect failed", "run", run.ID, "effect", effectID, "sink", sinkName, "err", perr)
 	}
 	reply.Outcome = &done.Result

@@ -10,7 +10,8 @@ import (
 )
 
 // The quota flags: defaults, MiB, the environment, and an out-of-range
-// value refused before serve starts anything.
+// value (0 included: the sinks would take it for the default) refused
+// before serve starts anything.
 func TestQuotaFlags(t *testing.T) {
 	parse := func(env map[string]string, args ...string) (*serveConfig, error) {
 		var c serveConfig
@@ -35,7 +36,7 @@ func TestQuotaFlags(t *testing.T) {
 	if mem, art, err := c.quotas.bytes(); err != nil || mem != 3<<20 || art != 5<<20 {
 		t.Fatalf("set %d %d %v", mem, art, err)
 	}
-	for _, args := range [][]string{{"--memory-quota-mb", "-1"}, {"--artifact-quota-mb", "-5"}} {
+	for _, args := range [][]string{{"--memory-quota-mb", "-1"}, {"--artifact-quota-mb", "-5"}, {"--memory-quota-mb", "0"}, {"--artifact-quota-mb", "0"}} {
 		c, err := parse(nil, args...)
 		if err != nil {
 			t.Fatal(err)

@@ -65,20 +65,22 @@
 // outliving its two-minute lease can overlap another of the same tenant
 // and pass it by at most that one artifact. A broker that dies mid-publish
 // leaves at most what it reserved counted, and its lease stops the
-// tenant's writes for at most two minutes. In a folder store the folders a
+// tenant's writes for at most two minutes; a write waits for its tenant's
+// lease at most leaseWait (30 s), then fails store-unavailable, nothing
+// done, so that waiting writes do not hold the broker's in-flight requests
+// without end. A write whose store call failed counts what the store then
+// holds (Quota.settle). In a folder store the folders a
 // key's segments make are not counted beyond EntryOverhead, and a delete
 // leaves them (empty) in place.
 //
 // A publish past the budget is refused with nothing stored, QUOTA_EXCEEDED
 // (a *quota.Error wrapping broker.ErrQuotaExceeded; its message says to
-// delete artifacts or have the operator raise --artifact-quota-mb). As in
-// the memory sink and for peer and output messages, one the budget already
-// cannot take is refused in Describe, before anything is decided or
-// recorded, as TOO_LARGE is; one that passed that look but lost the room
-// to a concurrent publish is refused by the store, which decides, as a
-// recorded effect failure with outcome error "quota-exceeded" (code
-// EFFECT_FAILED), as a full stream's "stream-full" is. Not a policy
-// refusal: the budget is a fact of the store at the moment of writing.
+// delete artifacts or have the operator raise --artifact-quota-mb). The
+// store decides, after policy: the publish is decided and recorded first,
+// then is a recorded effect that failed with outcome error
+// "quota-exceeded", so an agent that policy refuses learns nothing of the
+// tenant's usage and every refusal is on record. Not a policy refusal: the
+// budget is a fact of the store at the moment of writing.
 // Reads and deletes are never refused for it.
 //
 // # Stores
@@ -97,7 +99,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"mime"
 	"strconv"
@@ -105,7 +106,6 @@ import (
 	"github.com/gatehouse/gatehouse/broker"
 	"github.com/gatehouse/gatehouse/broker/journal"
 	"github.com/gatehouse/gatehouse/policy"
-	"github.com/gatehouse/gatehouse/sinks/quota"
 )
 
 // Actions of the artifact sink.
@@ -242,17 +242,10 @@ func (s *Sink) Describe(ctx context.Context, run *broker.Run, req *broker.Effect
 		return nil, err
 	}
 	st.name = TenantDir(run.For.Tenant) + "/" + st.key
-	// Over budget already: refused before anything is decided, as
-	// TOO_LARGE is; a store that cannot answer is left to Perform, which
-	// fails as a recorded effect. The store's Put decides for good.
-	if f, ok := s.store.(interface {
-		Fit(context.Context, string, int64) error
-	}); ok && st.action == ActionPublish {
-		var qe *quota.Error
-		if err := f.Fit(ctx, st.name, p.Size); errors.As(err, &qe) {
-			return nil, err
-		}
-	}
+	// The tenant's budget is the store's Put to decide, after policy: a
+	// publish over it is recorded as a failed effect (quota-exceeded), so
+	// an agent policy would refuse learns nothing of the tenant's usage
+	// and every refusal is on record.
 	e.Target = st.key
 	p.Effect = e
 	return p, nil

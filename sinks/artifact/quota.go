@@ -85,10 +85,11 @@ var errSwapLost = errors.New("ledger changed meanwhile")
 // publish's artifact. The ledger errs only towards refusing: a broker that
 // dies mid-publish leaves what it reserved counted.
 type Quota struct {
-	inner quotaStore
-	reg   register
-	limit int64
-	now   func() time.Time
+	inner   quotaStore
+	reg     register
+	limit   int64
+	now     func() time.Time
+	waitFor time.Duration // leaseWait
 }
 
 var _ Store = (*Quota)(nil)
@@ -99,6 +100,14 @@ const (
 	leaseFor = 2 * time.Minute
 	waitMax  = 100 * time.Millisecond
 )
+
+// leaseWait bounds how long a publish or delete waits for its tenant's
+// lease. Effects run without a deadline of their own, so without it one
+// would wait as long as others of its tenant keep taking the lease first
+// (no turn is promised), or out a dead broker's lease, holding one of the
+// broker's in-flight requests all along; past it the effect fails
+// store-unavailable, nothing stored, and the agent retries.
+const leaseWait = 30 * time.Second
 
 // WithQuota returns store with a budget of limit bytes a tenant (0 is
 // DefaultQuotaBytes), or store itself when it is already a *Quota or a
@@ -111,7 +120,7 @@ func WithQuota(store Store, limit int64) Store {
 	if limit <= 0 {
 		limit = DefaultQuotaBytes
 	}
-	return &Quota{inner: qs, reg: qs.register(), limit: limit, now: time.Now}
+	return &Quota{inner: qs, reg: qs.register(), limit: limit, now: time.Now, waitFor: leaseWait}
 }
 
 // Limit returns the budget of each tenant.
@@ -136,6 +145,8 @@ func (q *Quota) acquire(ctx context.Context, tenant string) (*lease, error) {
 	_, _ = rand.Read(b[:])
 	me := hex.EncodeToString(b[:])
 	wait := time.Millisecond
+	waiting, stop := context.WithTimeout(ctx, q.waitFor)
+	defer stop()
 	for {
 		e, rev, ok, err := q.reg.load(ctx, tenant)
 		if err != nil {
@@ -148,8 +159,12 @@ func (q *Quota) acquire(ctx context.Context, tenant string) (*lease, error) {
 			}
 		} else if e.Holder != "" && e.Until > now.UnixMilli() {
 			select {
-			case <-ctx.Done():
-				return nil, fmt.Errorf("%w: waiting for this tenant's other artifact writes: %v", ErrUnavailable, ctx.Err())
+			case <-waiting.Done():
+				if ctx.Err() != nil {
+					return nil, fmt.Errorf("%w: waiting for this tenant's other artifact writes: %v", ErrUnavailable, ctx.Err())
+				}
+				return nil, fmt.Errorf("%w: waited %s for this tenant's other artifact writes to finish (a lease another publish or delete holds, or one a stopped broker left, which expires within %s); nothing was done, retry",
+					ErrUnavailable, q.waitFor, leaseFor)
 			case <-time.After(wait):
 			}
 			wait = min(2*wait, waitMax)
@@ -182,15 +197,16 @@ func (q *Quota) set(ctx context.Context, l *lease, used int64, release bool) err
 }
 
 // Put implements Store: under the tenant's lease, reserve what the publish
-// adds, write, then give back what it shed (or all it reserved, when the
-// write failed).
+// adds, write, then give back what it shed (or, when the write failed,
+// count what the store holds under name after it: see settle).
 func (q *Quota) Put(ctx context.Context, name, contentType string, data []byte) error {
 	l, err := q.acquire(ctx, tenantOf(name))
 	if err != nil {
 		return err
 	}
 	used := l.e.Used
-	delta, err := q.delta(ctx, name, int64(len(data)))
+	old, err := q.cost(ctx, name)
+	delta := Cost(name, int64(len(data))) - old
 	if err == nil {
 		err = overQuota(used, delta, q.limit)
 	}
@@ -198,31 +214,56 @@ func (q *Quota) Put(ctx context.Context, name, contentType string, data []byte) 
 		err = q.set(ctx, l, used+delta, false)
 	}
 	if err != nil {
-		_ = q.set(ctx, l, used, true)
+		q.release(ctx, l, used)
 		return err
 	}
 	if err := q.inner.Put(ctx, name, contentType, data); err != nil {
-		_ = q.set(ctx, l, used, true) // not stored: give the reservation back
+		q.release(ctx, l, q.settle(ctx, name, used-old, used+max(delta, 0)))
 		return err
 	}
 	// Stored, and the growth already counted: a release that fails (the
 	// ledger unreachable, the lease taken after it expired) leaves the
 	// ledger high or the lease to expire, never the publish undone.
-	_ = q.set(ctx, l, used+delta, true)
+	q.release(ctx, l, used+delta)
 	return nil
 }
 
-// delta is what storing size bytes under name adds to its tenant.
-func (q *Quota) delta(ctx context.Context, name string, size int64) (int64, error) {
-	old, ok, err := q.inner.size(ctx, name)
+// release records used bytes and gives the lease up, even when ctx has
+// ended (a broker shutting down): a lease left held stops the tenant's
+// writes until it expires.
+func (q *Quota) release(ctx context.Context, l *lease, used int64) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseWithin)
+	defer cancel()
+	_ = q.set(ctx, l, used, true)
+}
+
+// releaseWithin bounds a release once the caller's context has ended.
+const releaseWithin = 10 * time.Second
+
+// settle returns the tenant's bytes after a write or delete of name that
+// failed, measured under the lease: without the name (without), plus what
+// the store now holds under it. A failure can come after the store changed
+// (a folder's fsync after the rename, an acknowledgement lost), so giving
+// back all that was reserved could count a stored artifact out. When even
+// that read fails, reserved (what the ledger would hold had the write
+// stored) stays counted, erring towards refusing.
+func (q *Quota) settle(ctx context.Context, name string, without, reserved int64) int64 {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseWithin)
+	defer cancel()
+	now, err := q.cost(ctx, name)
 	if err != nil {
+		return reserved
+	}
+	return without + now
+}
+
+// cost is what the artifact under name counts now, 0 when there is none.
+func (q *Quota) cost(ctx context.Context, name string) (int64, error) {
+	n, ok, err := q.inner.size(ctx, name)
+	if err != nil || !ok {
 		return 0, err
 	}
-	d := Cost(name, size)
-	if ok {
-		d -= Cost(name, old)
-	}
-	return d, nil
+	return Cost(name, n), nil
 }
 
 // Fit returns the *quota.Error Put would return now, without storing or
@@ -232,11 +273,11 @@ func (q *Quota) Fit(ctx context.Context, name string, size int64) error {
 	if err != nil || !ok {
 		return err // a tenant without a ledger is counted by Put
 	}
-	delta, err := q.delta(ctx, name, size)
+	old, err := q.cost(ctx, name)
 	if err != nil {
 		return err
 	}
-	return overQuota(e.Used, delta, q.limit)
+	return overQuota(e.Used, Cost(name, size)-old, q.limit)
 }
 
 // Used returns the bytes the tenant (its TenantDir) holds, counted from
@@ -250,22 +291,25 @@ func (q *Quota) Used(ctx context.Context, tenant string) (int64, error) {
 }
 
 // Delete implements Store: under the tenant's lease, delete, then give the
-// artifact's cost back.
+// artifact's cost back (when the delete failed, what the store holds under
+// name after it stays counted: see settle).
 func (q *Quota) Delete(ctx context.Context, name string) (bool, error) {
 	l, err := q.acquire(ctx, tenantOf(name))
 	if err != nil {
 		return false, err
 	}
 	used := l.e.Used
-	old, ok, err := q.inner.size(ctx, name)
-	if err == nil && ok {
-		ok, err = q.inner.Delete(ctx, name)
-	}
-	if err != nil || !ok {
-		_ = q.set(ctx, l, used, true)
+	old, err := q.cost(ctx, name)
+	if err != nil || old == 0 {
+		q.release(ctx, l, used)
 		return false, err
 	}
-	_ = q.set(ctx, l, used-Cost(name, old), true) // as in Put: deleted, whatever the release
+	ok, err := q.inner.Delete(ctx, name)
+	if err != nil || !ok {
+		q.release(ctx, l, q.settle(ctx, name, used-old, used))
+		return false, err
+	}
+	q.release(ctx, l, used-old) // as in Put: deleted, whatever the release
 	return true, nil
 }
 

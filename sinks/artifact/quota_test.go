@@ -37,6 +37,7 @@ type qstore struct {
 	setLedger func(t testing.TB, tenant string, used int64, holder string, until time.Time)
 	// read returns an artifact's content.
 	read func(t testing.TB, name string) ([]byte, bool)
+	dir  string // a folder store's folder
 }
 
 type ledgerJSON struct {
@@ -126,6 +127,7 @@ func qbackend(t testing.TB, name string, env *sinktest.Env) *qstore {
 				}
 			},
 			read: func(t testing.TB, name string) ([]byte, bool) { return backends[1].read(t, env, name) },
+			dir:  dir,
 		}
 	}
 	url, _, _ := sinktest.StartRedis(t)
@@ -223,8 +225,11 @@ func TestQuota(t *testing.T) {
 			if l, _, _ := q.ledger(t, "acme"); count != n || l != used || used > limit {
 				t.Fatalf("%d stored (%d bytes), ledger %d, budget %d", count, used, l, limit)
 			}
-			if ds, _ := events(t, env, run); len(ds) != n {
-				t.Fatalf("%d decisions for %d stored publishes: the refused one was decided", len(ds), n)
+			// The refused publish was decided by policy first and recorded
+			// as a failed effect: every refusal is on record, and an agent
+			// policy refuses learns nothing of the tenant's usage.
+			if ds, rs := events(t, env, run); len(ds) != n+1 || len(rs) != n+1 || rs[n].Status != "failed" || rs[n].Error != quota.ErrorType {
+				t.Fatalf("%d decisions and outcomes %+v for %d stored publishes and one refused", len(ds), rs, n)
 			}
 			if _, err := env.Agent.Effect(ctx, policy.SinkArtifact, publish(other, "r/0.csv", content)); err != nil {
 				t.Fatalf("globex at acme's budget: %v", err)
@@ -393,7 +398,7 @@ func TestQuotaRefusedInPerform(t *testing.T) {
 	ctx := sinktest.Ctx(t)
 	run := env.Open(t, broker.OpenWork{Tenant: "acme", Person: "ada"})
 	r, err := env.Agent.Effect(ctx, policy.SinkArtifact, publish(run, "late.csv", []byte("late")))
-	if code(err) != broker.CodeEffectFailed || !strings.Contains(err.Error(), "--artifact-quota-mb") ||
+	if code(err) != broker.CodeQuotaExceeded || !strings.Contains(err.Error(), "--artifact-quota-mb") ||
 		r.Outcome == nil || r.Outcome.Error != quota.ErrorType || r.Decision.Outcome != journal.OutcomeAllowed {
 		t.Fatalf("publish that lost the race: %v %+v", err, r)
 	}
@@ -453,6 +458,36 @@ func BenchmarkQuotaPut(b *testing.B) {
 					}
 				}
 			})
+		}
+	}
+}
+
+// TestQuotaDirTenantsNamedAlike: in a folder store, tenants "acme" and
+// "acme.lock" keep apart ledgers: one tenant's lock file is not the
+// other's ledger (which made "acme.lock" fail every publish once "acme"
+// had published, and let its ledger writes replace the file "acme"'s
+// publishes lock). An empty file where a ledger goes (the lock an older
+// Gatehouse left) counts as no ledger: the tenant is counted from the
+// store.
+func TestQuotaDirTenantsNamedAlike(t *testing.T) {
+	q := storesOnly(t, "dir")
+	ctx := sinktest.Ctx(t)
+	st := artifact.WithQuota(q.open(t), 1<<20)
+	if err := os.MkdirAll(filepath.Join(q.dir, ".quota"), 0o750); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(q.dir, ".quota", "acme.lock"), nil, 0o640); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []string{"acme/a", "acme.lock/b", "acme/c", "acme.lock/d"} {
+		if err := st.Put(ctx, n, "text/plain", []byte(n)); err != nil {
+			t.Fatalf("publish %s: %v", n, err)
+		}
+	}
+	for tenant, names := range map[string][]string{"acme": {"acme/a", "acme/c"}, "acme.lock": {"acme.lock/b", "acme.lock/d"}} {
+		_, want := storedBytes(t, q, names)
+		if l, holder, ok := q.ledger(t, tenant); !ok || l != want || holder != "" {
+			t.Fatalf("%s: ledger %d (holder %q, %v), %d stored", tenant, l, holder, ok, want)
 		}
 	}
 }

@@ -67,10 +67,15 @@ func (r redisRegister) swap(ctx context.Context, tenant string, e entry, rev uin
 }
 
 // quotaDir holds a folder store's ledgers, .quota/<tenant> (the entry and
-// its revision) beside .quota/<tenant>.lock, which swap holds with flock,
+// its revision) beside .quota/<tenant>~lock, which swap holds with flock,
 // so every process on the host that shares the folder takes turns. No
-// tenant segment starts with '.'.
+// tenant segment starts with '.', and none holds a '~' after its first
+// byte (TenantDir), so no lock file is another tenant's ledger (a ".lock"
+// suffix was: tenant "acme"'s lock was tenant "acme.lock"'s ledger).
 const quotaDir = ".quota"
+
+func ledgerPath(tenant string) string { return path.Join(quotaDir, tenant) }
+func lockPath(tenant string) string   { return path.Join(quotaDir, tenant+"~lock") }
 
 type dirRegister struct{ root *os.Root }
 
@@ -80,8 +85,10 @@ type dirEntry struct {
 }
 
 func (d dirRegister) load(_ context.Context, tenant string) (entry, uint64, bool, error) {
-	b, err := d.root.ReadFile(path.Join(quotaDir, tenant))
-	if errors.Is(err, fs.ErrNotExist) {
+	b, err := d.root.ReadFile(ledgerPath(tenant))
+	if errors.Is(err, fs.ErrNotExist) || (err == nil && len(b) == 0) {
+		// None; an empty file is never a ledger (swap writes whole files)
+		// but can be the lock file an older Gatehouse kept here.
 		return entry{}, 0, false, nil
 	}
 	var de dirEntry
@@ -98,7 +105,7 @@ func (d dirRegister) swap(ctx context.Context, tenant string, e entry, rev uint6
 	if err := d.root.MkdirAll(quotaDir, 0o750); err != nil {
 		return 0, fmt.Errorf("%w: quota ledger: %v", ErrStore, err)
 	}
-	f, err := d.root.OpenFile(path.Join(quotaDir, tenant+".lock"), os.O_RDWR|os.O_CREATE, 0o640)
+	f, err := d.root.OpenFile(lockPath(tenant), os.O_RDWR|os.O_CREATE, 0o640)
 	if err != nil {
 		return 0, fmt.Errorf("%w: quota ledger: %v", ErrStore, err)
 	}
@@ -114,7 +121,7 @@ func (d dirRegister) swap(ctx context.Context, tenant string, e entry, rev uint6
 		return 0, errSwapLost
 	}
 	b, _ := json.Marshal(dirEntry{entry: e, Rev: rev + 1})
-	if err := writeFile(d.root, path.Join(quotaDir, tenant), b); err != nil {
+	if err := writeFile(d.root, ledgerPath(tenant), b); err != nil {
 		return 0, fmt.Errorf("%w: quota ledger: %v", ErrStore, err)
 	}
 	return rev + 1, nil

@@ -78,15 +78,13 @@
 //
 // A put over budget is refused, never stored, with QUOTA_EXCEEDED (errors
 // wrapping broker.ErrQuotaExceeded, a *quota.Error whose message says to
-// delete memories or have the operator raise --memory-quota-mb). Where it
-// is refused follows the peer and output sinks: a put the tenant's budget
-// already cannot take is refused in Describe, before anything is decided
-// or recorded, as TOO_LARGE is (Describe asks Store.Fit); a put that passed
-// Fit but lost the room to a concurrent put is refused by Store.Put, which
-// is the one that decides, and is then a decided, recorded effect that
-// failed with outcome error "quota-exceeded" (code EFFECT_FAILED), as a
-// full stream's "stream-full" is. Clients treat both alike. It is not a
-// policy refusal: policy decides what an agent may do, the budget is a
+// delete memories or have the operator raise --memory-quota-mb). Store.Put
+// decides, after policy: the put is decided and recorded first, then is a
+// recorded effect that failed with outcome error "quota-exceeded", whether
+// the room was gone already or a concurrent put took it (Describe's
+// Store.Fit is only a hint for Put). So an agent that policy refuses learns
+// nothing of the tenant's usage, and every refusal is on record. It is not
+// a policy refusal: policy decides what an agent may do, the budget is a
 // fact of the store at the moment of writing, like a full stream. Reads
 // and deletes are never refused for the budget.
 package memory
@@ -106,7 +104,6 @@ import (
 	"github.com/gatehouse/gatehouse/broker/journal"
 	"github.com/gatehouse/gatehouse/policy"
 	"github.com/gatehouse/gatehouse/sinks/keys"
-	"github.com/gatehouse/gatehouse/sinks/quota"
 )
 
 // Actions of the memory sink.
@@ -289,15 +286,14 @@ func (s *Sink) Describe(ctx context.Context, run *broker.Run, req *broker.Effect
 		if st.rec, err = json.Marshal(Record{Kind: st.kind, Value: st.value, Run: run.ID, Updated: s.now().UTC()}); err != nil {
 			return nil, err
 		}
-		// Over budget already: refused before anything is decided, as
-		// TOO_LARGE is. A store that cannot answer is left to Perform,
-		// which fails as a recorded effect; Put decides for good.
-		var qe *quota.Error
-		room, err := s.store.Fit(ctx, key, st.rec, s.quota)
-		if errors.As(err, &qe) {
-			return nil, err
+		// What Fit sees is only a hint for Put, which decides for good:
+		// a put over budget is decided by policy first and recorded as a
+		// failed effect (quota-exceeded), so an agent policy would refuse
+		// learns nothing of the tenant's usage and every refusal is on
+		// record.
+		if room, err := s.store.Fit(ctx, key, st.rec, s.quota); err == nil {
+			st.room = room
 		}
-		st.room = room
 	}
 	e.Target = string(key.Visibility()) + "/" + st.name
 	p.Effect = e

@@ -185,20 +185,46 @@ func (s *KVStore) Put(ctx context.Context, k Key, rec []byte, limit int64, room 
 			_, err = s.kv.Update(ctx, key, rec, rev)
 		}
 		if err != nil {
-			if delta > 0 {
-				_ = s.add(ctx, k.Tenant, -delta) // on failure the counter stays high: it errs towards refusing
+			lost := quota.Lost(err)
+			if delta > 0 && (lost || s.unwritten(ctx, key, rev)) {
+				s.settle(ctx, k.Tenant, -delta) // a counter left high errs towards refusing
 			}
-			if quota.Lost(err) {
+			if lost {
 				continue
 			}
 			return s.fail("put", err)
 		}
 		if delta < 0 {
-			_ = s.add(ctx, k.Tenant, delta) // stored; a counter left high errs towards refusing
+			s.settle(ctx, k.Tenant, delta) // stored; a counter left high errs towards refusing
 		}
 		return nil
 	}
 	return s.fail("put", errContended)
+}
+
+// settleWithin bounds a counter's change after a write once the caller's
+// context has ended.
+const settleWithin = 10 * time.Second
+
+// settle moves the tenant's counter by delta after a write, even when ctx
+// has ended (a broker shutting down): a reservation not given back would
+// hold the tenant's room for good.
+func (s *KVStore) settle(ctx context.Context, tenant string, delta int64) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleWithin)
+	defer cancel()
+	_ = s.add(ctx, tenant, delta)
+}
+
+// unwritten reports whether the entry under key is still at rev (0: still
+// none) after a write that failed otherwise than by losing its
+// compare-and-swap: a timeout can come after the server stored it, and
+// giving that write's reservation back would count it out. A read that
+// fails too counts as written, erring towards refusing.
+func (s *KVStore) unwritten(ctx context.Context, key string, rev uint64) bool {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleWithin)
+	defer cancel()
+	_, now, err := s.kvEntry(ctx, key)
+	return err == nil && now == rev
 }
 
 // look reads the key's entry and the tenant's counter, at once.
@@ -244,13 +270,18 @@ const markerTTL = time.Second
 // revision, with a marker that expires after markerTTL (so a deleted
 // memory holds no room), then the counter gives its cost back. A put that
 // replaced the record meanwhile makes the purge miss; it starts again.
+//
+// The counter is read (made, for a tenant without one) before the purge,
+// so it counts the record: one first counted after the purge would not,
+// and giving the cost back to it would count the record out twice.
 func (s *KVStore) Delete(ctx context.Context, k Key) (bool, error) {
 	key := kvKey(k)
 	for range maxCASRounds {
-		c, rev, err := s.kvEntry(ctx, key)
+		r, err := s.look(ctx, key, k.Tenant)
 		if err != nil {
 			return false, s.fail("delete", err)
 		}
+		c, rev := r.old, r.rev
 		if rev == 0 {
 			return false, nil
 		}
@@ -260,7 +291,7 @@ func (s *KVStore) Delete(ctx context.Context, k Key) (bool, error) {
 			}
 			return false, s.fail("delete", err)
 		}
-		_ = s.add(ctx, k.Tenant, -c) // deleted; a counter left high errs towards refusing
+		s.settle(ctx, k.Tenant, -c) // deleted; a counter left high errs towards refusing
 		return true, nil
 	}
 	return false, s.fail("delete", errContended)

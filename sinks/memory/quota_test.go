@@ -199,16 +199,25 @@ func TestQuota(t *testing.T) {
 			if _, ok := r.record(t, keys[n]); ok {
 				t.Fatal("the refused put was stored")
 			}
-			decided := 0 // refused before it was decided, as TOO_LARGE is: no record
+			// The refused put was decided by policy first and recorded as a
+			// failed effect: every refusal is on record, and an agent policy
+			// refuses learns nothing of the tenant's usage.
+			decided, overBudget := 0, 0
 			for _, run := range []string{ada, bob} {
 				for _, ev := range env.Events(t, run) {
-					if ev.Type == journal.TypeDecision {
+					switch ev.Type {
+					case journal.TypeDecision:
 						decided++
+					case journal.TypeOutcome:
+						var o journal.Result
+						if json.Unmarshal(ev.Data, &o) == nil && o.Status == "failed" && o.Error == quota.ErrorType {
+							overBudget++
+						}
 					}
 				}
 			}
-			if decided != n {
-				t.Fatalf("%d decisions for %d stored puts", decided, n)
+			if decided != n+1 || overBudget != 1 {
+				t.Fatalf("%d decisions, %d outcomes over budget, for %d stored puts and one refused", decided, overBudget, n)
 			}
 			count, used := stored(t, r, keys)
 			if c, _ := r.counter(t, "acme"); count != n || c != used || used > limit {
@@ -301,7 +310,7 @@ func TestQuotaRefusedInPerform(t *testing.T) {
 			ctx := sinktest.Ctx(t)
 			run := env.Open(t, broker.OpenWork{Tenant: "acme", Person: "ada"})
 			rep, err := env.Agent.Effect(ctx, policy.SinkMemory, put(run, "late", "", "x"))
-			if code(err) != broker.CodeEffectFailed || !strings.Contains(err.Error(), "--memory-quota-mb") ||
+			if code(err) != broker.CodeQuotaExceeded || !strings.Contains(err.Error(), "--memory-quota-mb") ||
 				rep.Outcome == nil || rep.Outcome.Error != quota.ErrorType || rep.Decision.Outcome != journal.OutcomeAllowed {
 				t.Fatalf("put that lost the race: %v %+v", err, rep)
 			}
@@ -387,20 +396,7 @@ func TestQuotaCountsWhatIsThere(t *testing.T) {
 			old := []memory.Key{{Tenant: "acme", Person: "ada", Name: "a"}, {Tenant: "acme", Name: "b/c"}}
 			rec := []byte(`{"kind":"fact","value":"from before quotas"}`)
 			for _, k := range old {
-				switch r := r.(type) {
-				case rawKV:
-					if _, err := r.kv(t).Put(ctx, kvKeyOf(k), rec); err != nil {
-						t.Fatal(err)
-					}
-				case rawRedis:
-					key := "gatehouse:memory:s:" + hx(k.Tenant) + ":" + hx(k.Name)
-					if k.Person != "" {
-						key = "gatehouse:memory:p:" + hx(k.Tenant) + ":" + hx(k.Person) + ":" + hx(k.Name)
-					}
-					if err := r.rdb(t).Set(ctx, key, rec, 0).Err(); err != nil {
-						t.Fatal(err)
-					}
-				}
+				rawPut(t, r, k, rec)
 			}
 			// Another tenant's and another key space's entries are not counted.
 			if _, err := env.Agent.Effect(ctx, policy.SinkMemory, put(env.Open(t, broker.OpenWork{Tenant: "acme2", Person: "ada"}), "a", "", "x")); err != nil {
@@ -414,6 +410,56 @@ func TestQuotaCountsWhatIsThere(t *testing.T) {
 				t.Fatalf("counter %d, want %d", c, want)
 			}
 		})
+	}
+}
+
+// TestQuotaFirstDeleteCountsOnce: a tenant whose memories predate quotas
+// (no counter) and whose first write is a delete ends with the counter
+// equal to what it stores: the count the delete starts is not also given
+// the deleted memory's cost back (which would let the tenant pass its
+// budget by that much).
+func TestQuotaFirstDeleteCountsOnce(t *testing.T) {
+	for _, name := range []string{"kv", "redis"} {
+		t.Run(name, func(t *testing.T) {
+			_, r := quotaEnv(t, name, 0)
+			ctx := sinktest.Ctx(t)
+			old := []memory.Key{{Tenant: "acme", Person: "ada", Name: "a"}, {Tenant: "acme", Name: "b"}}
+			rec := []byte(`{"kind":"fact","value":"from before quotas"}`)
+			for _, k := range old {
+				rawPut(t, r, k, rec)
+			}
+			st := r.open(t)
+			if ok, err := st.Delete(ctx, old[0]); err != nil || !ok {
+				t.Fatal(ok, err)
+			}
+			_, used := stored(t, r, old)
+			if c, ok := r.counter(t, "acme"); ok && c != used {
+				t.Fatalf("counter %d after the first delete, %d stored", c, used)
+			}
+			if u, err := st.Used(ctx, "acme"); err != nil || u != used {
+				t.Fatalf("Used = %d, %v; %d stored", u, err, used)
+			}
+		})
+	}
+}
+
+// rawPut writes a memory record straight into the store, as one kept
+// before quotas is.
+func rawPut(t testing.TB, r raw, k memory.Key, rec []byte) {
+	ctx := sinktest.Ctx(t)
+	switch r := r.(type) {
+	case rawKV:
+		if _, err := r.kv(t).Put(ctx, kvKeyOf(k), rec); err != nil {
+			t.Fatal(err)
+		}
+	case rawRedis:
+		key := "gatehouse:memory:s:" + hx(k.Tenant) + ":" + hx(k.Name)
+		if k.Person != "" {
+			key = "gatehouse:memory:p:" + hx(k.Tenant) + ":" + hx(k.Person) + ":" + hx(k.Name)
+		}
+		if err := r.rdb(t).Set(ctx, key, rec, 0).Err(); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 
