@@ -117,8 +117,17 @@ func (b *Broker) IdentitiesChanged() <-chan struct{} {
 // package broker/identity). A name the register never knew (credentials
 // kept elsewhere) owns what was stamped "": the NATS server alone says who
 // holds it.
+//
+// Gatehouse itself (from.internal: sandboxed code's gateway calls, a
+// browser session's requests, all made for the run by what its agent
+// started) acts in a run only while the registration it was opened for
+// is in force: once that agent is removed, or removed and registered
+// again, what it set going acts no more (orphanedRun).
 func (b *Broker) staleIncarnation(from Caller, run *Run) string {
-	if from.internal || from.class != subject.ClassAgent || from.id == subject.Shared {
+	if from.internal {
+		return b.orphanedRun(run)
+	}
+	if from.class != subject.ClassAgent || from.id == subject.Shared {
 		return ""
 	}
 	g := b.AgentRegistration(from.id)
@@ -131,6 +140,18 @@ func (b *Broker) staleIncarnation(from Caller, run *Run) string {
 		return fmt.Sprintf("The run was opened for an earlier agent named %s (registration %s), which the identity register no longer lists; register the agent (gatehouse agents add %s) and have the application open new work for it.", from.id, run.Incarnation, from.id)
 	}
 	return fmt.Sprintf("The run was opened for an earlier agent named %s (registration %s); the agent registered as %s now (registration %s) is another identity, the name having been removed and registered again, and may act only on runs opened for it. Have the application open new work for it.", from.id, stampOrNone(run.Incarnation), from.id, stampOrNone(g.Incarnation))
+}
+
+// orphanedRun returns, for Gatehouse acting in run on its agent's
+// behalf, why it may not, or "": the registration run was opened for is
+// no longer in force (Registration.Owns of the run's stamp). A run of the
+// shared credential is never orphaned.
+func (b *Broker) orphanedRun(run *Run) string {
+	agent := RunAgent(run)
+	if agent == subject.Shared || b.AgentRegistration(agent).Owns(run.Incarnation) {
+		return ""
+	}
+	return fmt.Sprintf("The run was opened for agent %s (registration %s), which is no longer registered as it was (removed, or removed and registered again); nothing acts in the run on its behalf any more, code and browser sessions it started included. Have the application close the run and open new work.", agent, stampOrNone(run.Incarnation))
 }
 
 func stampOrNone(inc string) string {
@@ -185,7 +206,10 @@ func RunAgent(r *Run) string {
 //   - an agent must be the identity the run was opened for (RunAgent; a
 //     sub-run's is its delegate), else run-of-another-agent; and the same
 //     registration of that name (Run.Incarnation is the name's incarnation
-//     now: staleIncarnation), else run-of-another-agent too;
+//     now: staleIncarnation), else run-of-another-agent too; Gatehouse
+//     itself (code's gateway calls, a browser session's requests) only
+//     while the registration the run was opened for is in force
+//     (orphanedRun), else run-of-another-agent;
 //   - origin: req.Origin, if the request names one, must be the
 //     established origin (establishedOrigin), else origin-not-established;
 //     it is then set to the established origin, which is all a sink sees;

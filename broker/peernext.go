@@ -28,12 +28,30 @@ import (
 // PeerQueue is implemented by the sink that keeps agents' peer messages
 // (sinks/peer). Implementations must be safe for concurrent use.
 type PeerQueue interface {
-	// Next takes the next message to agent (a name, never subject.Shared),
-	// waiting up to wait for one (0: not at all), and acknowledges it
-	// before returning it, so a message is handed out at most once. It
-	// returns nil, nil when none came.
-	Next(ctx context.Context, agent string, wait time.Duration) (*PeerMessage, error)
+	// Next fetches the next message to agent (a name, never
+	// subject.Shared), waiting up to wait for one (0: not at all), and asks
+	// judge what to do with it before acknowledging anything: PeerTake, it
+	// is acknowledged and returned, so a message is handed out at most
+	// once; PeerDrop, it is acknowledged and handed to nobody; PeerLeave,
+	// it is given back to the queue (negatively acknowledged) for a later
+	// request. It returns the message (taken, dropped or left) with what
+	// was done, or nil when none came.
+	Next(ctx context.Context, agent string, wait time.Duration, judge func(*PeerMessage) PeerVerdict) (*PeerMessage, PeerVerdict, error)
 }
+
+// PeerVerdict is what becomes of a peer message PeerQueue.Next fetched.
+type PeerVerdict int
+
+const (
+	// PeerTake: the message is handed to the requester.
+	PeerTake PeerVerdict = iota
+	// PeerDrop: the message is for no registration there is; it is taken
+	// off the queue and handed to nobody.
+	PeerDrop
+	// PeerLeave: the requester is no longer the registration in force;
+	// the message stays queued for the one that is.
+	PeerLeave
+)
 
 // PeerNextRequest asks for the agent's next peer message.
 type PeerNextRequest struct {
@@ -124,7 +142,10 @@ func (s *Service) peerNext(q PeerQueue) handler {
 			respond(r, &PeerNextReply{Error: errorBody(fmt.Errorf("%w: peer messages go to named agents only, each reading its own; the shared agent credential has none", ErrNotRunAgent))})
 			return
 		}
-		if s.b.AgentRegistration(from.id).State == identity.Removed {
+		// The registration the requester is: a wait outliving it (the name
+		// removed, or removed and added again) takes nothing (nextOwn).
+		asker := s.b.AgentRegistration(from.id)
+		if asker.State == identity.Removed {
 			respond(r, &PeerNextReply{Error: errorBody(fmt.Errorf("%w: agent %s was removed and is not registered again, so its credential reads nothing; register it (gatehouse agents add %s) to read what is sent to it from then on", ErrNotRunAgent, from.id, from.id))})
 			return
 		}
@@ -142,7 +163,7 @@ func (s *Service) peerNext(q PeerQueue) handler {
 		defer cancel()
 		stop := context.AfterFunc(s.waits, cancel)
 		defer stop()
-		m, err := s.nextOwn(wctx, q, from, time.Duration(req.WaitMS)*time.Millisecond)
+		m, err := s.nextOwn(wctx, q, from, asker, time.Duration(req.WaitMS)*time.Millisecond)
 		if errors.Is(err, context.Canceled) && s.waits.Err() != nil {
 			m, err = nil, nil // the service is closing: none came
 		}
@@ -160,22 +181,42 @@ func (s *Service) peerNext(q PeerQueue) handler {
 // goes on).
 const maxStaleSkipped = 256
 
-// nextOwn is q.Next for from, discarding the messages that were for
-// another registration of from's name (the registration in force does not
-// own PeerMessage.Incarnation, identity.Registration.Owns): they were a
-// removed agent's, never this one's. Each is taken (acknowledged) and
-// logged, so it is handed to nobody.
-func (s *Service) nextOwn(ctx context.Context, q PeerQueue, from Caller, wait time.Duration) (*PeerMessage, error) {
+// nextOwn is q.Next for from, which was registration asker when it asked,
+// discarding the messages that were for another registration of from's
+// name (the registration in force does not own PeerMessage.Incarnation,
+// identity.Registration.Owns): they were a removed agent's, never this
+// one's. Each is taken (acknowledged) and logged, so it is handed to
+// nobody. Once the registration in force is no longer asker (the name
+// removed, or removed and added again, while the request waited), the
+// request takes nothing more: a message fetched then is left queued for
+// the registration in force, and the request is answered with none; its
+// requester, another identity of the name, never gets it, and the one in
+// force still does.
+func (s *Service) nextOwn(ctx context.Context, q PeerQueue, from Caller, asker identity.Registration, wait time.Duration) (*PeerMessage, error) {
 	deadline := time.Now().Add(wait)
-	for range maxStaleSkipped {
-		m, err := q.Next(ctx, from.id, max(time.Until(deadline), 0))
-		if err != nil || m == nil {
-			return m, err
-		}
+	judge := func(m *PeerMessage) PeerVerdict {
 		// Looked up for each message: a reload between two must not hand
 		// the next one to a registration it was not for.
-		if s.b.AgentRegistration(from.id).Owns(m.Incarnation) {
+		g := s.b.AgentRegistration(from.id)
+		switch {
+		case g != asker:
+			return PeerLeave
+		case g.Owns(m.Incarnation):
+			return PeerTake
+		}
+		return PeerDrop
+	}
+	for range maxStaleSkipped {
+		m, v, err := q.Next(ctx, from.id, max(time.Until(deadline), 0), judge)
+		if err != nil || m == nil {
+			return nil, err
+		}
+		switch v {
+		case PeerTake:
 			return m, nil
+		case PeerLeave:
+			s.b.log.Info("peer request outlived its agent registration: message left for the one in force", "agent", from.id, "from_run", m.FromRun)
+			return nil, nil
 		}
 		s.b.log.Warn("peer message for another registration of this agent name discarded", "agent", from.id, "from_run", m.FromRun, "for", m.Incarnation)
 	}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/gatehouse/gatehouse/broker"
+	"github.com/gatehouse/gatehouse/broker/embedded"
 )
 
 // mcpRaw is one streamable HTTP request to serve's MCP endpoint with a
@@ -74,22 +75,8 @@ func errorCode(body string) broker.Code {
 // have let the new carol's token on the old session: its check is the
 // token's agent name, which is the same.
 func TestRedteamMCPSessionEndsWithItsAgent(t *testing.T) {
-	data := t.TempDir()
-	if r := gh(t, "agents", "add", "carol", "--data-dir", data); r.code != 0 {
-		t.Fatalf("agents add: %+v", r)
-	}
-	first := strings.TrimSpace(gh(t, "mcp", "token", "carol", "--data-dir", data).stdout)
-	pol := filepath.Join(data, "cards.yaml")
-	must(t, os.WriteFile(pol, []byte("agents:\n  - name: carol\n"), 0o600))
-	s := serve(t, data, "--mode", "strict", "--policy", pol, "--mcp-http", "127.0.0.1:0")
-	a := &identityAttack{t: t, s: s, nats: filepath.Join(data, "nats")}
-	open := func() string {
-		r := gh(t, "work", "open", "--data-dir", data, "--tenant", "acme", "--person", "ada", "--agent", "carol")
-		if r.code != 0 {
-			t.Fatalf("work open: %+v", r)
-		}
-		return strings.TrimSpace(r.stdout)
-	}
+	data, s, a, first := mcpCarol(t)
+	open := func() string { return openCarol(t, data) }
 	oldRun := open()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -141,4 +128,75 @@ func TestRedteamMCPSessionEndsWithItsAgent(t *testing.T) {
 	if code, _, body := mcpRaw(ctx, t, "POST", ep+"?run="+fresh, second, nsid, mcpToolsList); code != http.StatusOK || !strings.Contains(body, "output_deliver") {
 		t.Fatalf("the new carol's own session: %d %s", code, body)
 	}
+}
+
+// TestMCPSessionOutlivesARotation: a rotation keeps the agent's
+// registration (the same identity, a new seed and token), so an MCP
+// session of carol opened before it goes on with the new token: its
+// calls go through serve's connection as carol made with the new seed.
+// The session used to keep the connection it opened with, which the
+// rotation's reload of the NATS users closed: every later call of the
+// session failed.
+func TestMCPSessionOutlivesARotation(t *testing.T) {
+	data, s, a, first := mcpCarol(t)
+	run := openCarol(t, data)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	ep := s.ep.MCP
+	sid := openMCP(ctx, t, ep, run, first)
+	if code, _, body := mcpRaw(ctx, t, "POST", ep+"?run="+run, first, sid, mcpToolsList); code != http.StatusOK || !strings.Contains(body, "output_deliver") {
+		t.Fatalf("carol's tools: %d %s", code, body)
+	}
+	seedPath := embedded.AgentCredsPath(filepath.Join(data, "nats"), "carol")
+	oldSeed, err := os.ReadFile(seedPath)
+	must(t, err)
+	if r := gh(t, "agents", "rotate", "carol", "--data-dir", data); r.code != 0 {
+		t.Fatalf("agents rotate: %+v", r)
+	}
+	a.waitAgent(t, "carol") // the NATS server has the new seed
+	if newSeed, err := os.ReadFile(seedPath); err != nil || string(newSeed) == string(oldSeed) {
+		t.Fatalf("the rotation kept the seed: %v", err)
+	}
+	tok, err := os.ReadFile(filepath.Join(data, "mcp", "tokens", "carol.token"))
+	must(t, err)
+	second := strings.TrimSpace(string(tok))
+	if second == first {
+		t.Fatal("the rotation kept the MCP token")
+	}
+	if code, _, _ := mcpRaw(ctx, t, "POST", ep+"?run="+run, first, sid, mcpToolsList); code != http.StatusUnauthorized {
+		t.Fatalf("the token from before the rotation: %d", code)
+	}
+	call := `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"output_deliver","arguments":{"status":"ok","result":"after the rotation"}}}`
+	for _, req := range []string{mcpToolsList, call} {
+		code, _, body := mcpRaw(ctx, t, "POST", ep+"?run="+run, second, sid, req)
+		if code != http.StatusOK || strings.Contains(body, `"isError":true`) || strings.Contains(body, `"error"`) {
+			t.Fatalf("carol's session after the rotation, %s: %d %s", req, code, body)
+		}
+	}
+}
+
+// mcpCarol registers agent carol with an MCP token (first) in a fresh
+// data dir and serves it in strict mode with --mcp-http, carol's card
+// allowing output.
+func mcpCarol(t *testing.T) (data string, s *server, a *identityAttack, first string) {
+	t.Helper()
+	data = t.TempDir()
+	if r := gh(t, "agents", "add", "carol", "--data-dir", data); r.code != 0 {
+		t.Fatalf("agents add: %+v", r)
+	}
+	first = strings.TrimSpace(gh(t, "mcp", "token", "carol", "--data-dir", data).stdout)
+	pol := filepath.Join(data, "cards.yaml")
+	must(t, os.WriteFile(pol, []byte("agents:\n  - name: carol\n"), 0o600))
+	s = serve(t, data, "--mode", "strict", "--policy", pol, "--mcp-http", "127.0.0.1:0")
+	return data, s, &identityAttack{t: t, s: s, nats: filepath.Join(data, "nats")}, first
+}
+
+// openCarol opens work for carol with the CLI and returns the run.
+func openCarol(t *testing.T, data string) string {
+	t.Helper()
+	r := gh(t, "work", "open", "--data-dir", data, "--tenant", "acme", "--person", "ada", "--agent", "carol")
+	if r.code != 0 {
+		t.Fatalf("work open: %+v", r)
+	}
+	return strings.TrimSpace(r.stdout)
 }

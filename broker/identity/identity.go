@@ -52,6 +52,30 @@
 // since is its. Agents given with serve --agents are not in the file and
 // have the incarnation "" for as long as serve runs with the flag.
 //
+// # What incarnations do not do
+//
+// The broker knows a requester by its name (the subject NATS let it
+// publish on), never by its credential: incarnations tell apart the runs
+// and messages made for two registrations of a name, not the two
+// credentials. So the NATS server must refuse a removed agent's
+// credential before the name is registered again. The embedded server
+// does (serve reloads its users, closing the removed key's connections,
+// between a register in force that knows no registration of the name
+// and the next); on an external NATS the operator must reload nats-server
+// with the removal (agents nats-conf) before adding the name again, or
+// the old credential acts as the new registration until then.
+//
+// A message sent by name (peer send) is for the registration of the
+// recipient in force when it is sent, even when the sender's work was
+// delegated by an earlier registration of that name: a worker reporting
+// back to a removed and re-added agent reaches the new one. Delegations
+// and broadcasts are for the registration their run was opened for.
+//
+// Agents given with serve --agents have the incarnation "" and own what
+// was stamped "" (First); a name moved from the flag to the file by
+// `gatehouse agents add` keeps, as a rotation would, what was made for
+// the flag's agent, since nothing removed it.
+//
 // A Registry value is not safe for concurrent change; Holder shares one
 // read-only snapshot between goroutines and swaps it on reload.
 package identity
@@ -192,6 +216,19 @@ func privateFile(f *os.File) error {
 // Validate checks every name, origin and tenant, and that no name is
 // registered twice in a class.
 func (r *Registry) Validate() error {
+	removed := map[string]*Removal{}
+	for i, rm := range r.Removed {
+		if err := checkName(rm.Name); err != nil {
+			return fmt.Errorf("removed: %w", err)
+		}
+		if err := checkIncarnation(rm.Incarnation); err != nil {
+			return fmt.Errorf("removed %s: %w", rm.Name, err)
+		}
+		if removed[rm.Name] != nil {
+			return fmt.Errorf("removed %s: listed twice (the register keeps the last removal of a name only)", rm.Name)
+		}
+		removed[rm.Name] = &r.Removed[i]
+	}
 	seen := map[string]bool{}
 	for _, a := range r.Agents {
 		if err := checkName(a.Name); err != nil {
@@ -200,24 +237,13 @@ func (r *Registry) Validate() error {
 		if err := CheckOrigin(a.Origin); err != nil {
 			return fmt.Errorf("agent %s: %w", a.Name, err)
 		}
-		if err := checkIncarnation(a.Incarnation); err != nil {
+		if err := checkRegistration(a, removed[a.Name]); err != nil {
 			return fmt.Errorf("agent %s: %w", a.Name, err)
-		}
-		if err := checkIncarnation(a.Follows); err != nil {
-			return fmt.Errorf("agent %s: follows: %w", a.Name, err)
 		}
 		if seen[a.Name] {
 			return fmt.Errorf("agent %s: %w twice", a.Name, ErrExists)
 		}
 		seen[a.Name] = true
-	}
-	for _, rm := range r.Removed {
-		if err := checkName(rm.Name); err != nil {
-			return fmt.Errorf("removed: %w", err)
-		}
-		if err := checkIncarnation(rm.Incarnation); err != nil {
-			return fmt.Errorf("removed %s: %w", rm.Name, err)
-		}
 	}
 	seen = map[string]bool{}
 	for _, a := range r.Apps {
@@ -304,10 +330,15 @@ func (r *Registry) AddAgent(a Agent) error {
 	if a.Incarnation == "" {
 		a.Incarnation = NewIncarnation()
 	}
-	if a.Follows == "" {
-		if i := slices.IndexFunc(r.Removed, func(rm Removal) bool { return rm.Name == a.Name }); i >= 0 {
-			a.Follows = AfterRemoval(r.Removed[i].Incarnation)
-		}
+	var rm *Removal
+	if i := slices.IndexFunc(r.Removed, func(rm Removal) bool { return rm.Name == a.Name }); i >= 0 {
+		rm = &r.Removed[i]
+	}
+	if a.Follows == "" && rm != nil {
+		a.Follows = AfterRemoval(rm.Incarnation)
+	}
+	if err := checkRegistration(a, rm); err != nil {
+		return fmt.Errorf("agent %s: %w", a.Name, err)
 	}
 	r.Agents = append(r.Agents, a)
 	return nil
@@ -405,7 +436,9 @@ func (g Registration) Owns(stamp string) bool {
 // AfterRemoval is the stamp of what is made for a name while it is
 // removed: "after-" and the removed registration's incarnation (which may
 // be "", for one registered before incarnations).
-func AfterRemoval(removed string) string { return "after-" + removed }
+func AfterRemoval(removed string) string { return afterPrefix + removed }
+
+const afterPrefix = "after-"
 
 // AgentRegistration is what the register says of name:
 //
@@ -481,6 +514,35 @@ func checkIncarnation(inc string) error {
 		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-') {
 			return fmt.Errorf("%w: %q: lowercase letters, digits and '-' only", ErrBadIncarnation, inc)
 		}
+	}
+	return nil
+}
+
+// checkRegistration checks agent a's incarnation and what it follows
+// against rm, the last removal of its name (nil: none), so that a
+// register edited by hand cannot make a registration own what another
+// was given: an incarnation is never that of the removed registration
+// (they are never reused) nor a stamp of a removed name ("after-…"), and
+// a registration follows only the removal the register records.
+func checkRegistration(a Agent, rm *Removal) error {
+	if err := checkIncarnation(a.Incarnation); err != nil {
+		return err
+	}
+	if err := checkIncarnation(a.Follows); err != nil {
+		return fmt.Errorf("follows: %w", err)
+	}
+	if strings.HasPrefix(a.Incarnation, afterPrefix) {
+		return fmt.Errorf("%w: %q: %q begins what is made for a removed name, never a registration; leave the incarnation out and the next `gatehouse agents add` makes one", ErrBadIncarnation, a.Incarnation, afterPrefix)
+	}
+	if rm != nil && a.Incarnation != "" && a.Incarnation == rm.Incarnation {
+		return fmt.Errorf("%w: %q is the incarnation of the registration removed before, and incarnations are never reused: `gatehouse agents remove` and `add` the agent again to register it anew", ErrBadIncarnation, a.Incarnation)
+	}
+	switch {
+	case a.Follows == "":
+	case rm == nil:
+		return fmt.Errorf("follows: %w: %q names a removal of the name the register does not record", ErrBadIncarnation, a.Follows)
+	case a.Follows != AfterRemoval(rm.Incarnation):
+		return fmt.Errorf("follows: %w: %q, but the name's last removal is %q, which the registration after it follows as %q", ErrBadIncarnation, a.Follows, rm.Incarnation, AfterRemoval(rm.Incarnation))
 	}
 	return nil
 }

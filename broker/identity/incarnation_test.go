@@ -153,6 +153,55 @@ func TestBadIncarnationRefused(t *testing.T) {
 	}
 }
 
+// A register edited by hand cannot give a registration what another was
+// given: the incarnation of the removed registration, a stamp of a
+// removed name as an incarnation, a removal it does not follow, a name
+// removed twice. Each is refused with what is wrong, and the file is not
+// loaded; what the CLI writes for the same steps loads.
+func TestHandEditedRegistrationRefused(t *testing.T) {
+	const rm = `"removed": [{"name": "bob", "at": "2026-03-01T00:00:00Z", "incarnation": "i-old"}]`
+	for name, c := range map[string]struct{ body, says string }{
+		"the removed one's incarnation": {`{"agents": [{"name": "bob", "incarnation": "i-old", "added": "2026-03-02T00:00:00Z"}], "apps": [], ` + rm + `}`, "never reused"},
+		"a removed name's stamp":        {`{"agents": [{"name": "bob", "incarnation": "after-i-old", "added": "2026-03-02T00:00:00Z"}], "apps": [], ` + rm + `}`, "removed name"},
+		"follows another removal":       {`{"agents": [{"name": "bob", "incarnation": "i-new", "follows": "after-i-older", "added": "2026-03-02T00:00:00Z"}], "apps": [], ` + rm + `}`, "last removal"},
+		"follows an old incarnation":    {`{"agents": [{"name": "bob", "incarnation": "i-new", "follows": "i-old", "added": "2026-03-02T00:00:00Z"}], "apps": [], ` + rm + `}`, "last removal"},
+		"follows no removal":            {`{"agents": [{"name": "bob", "incarnation": "i-new", "follows": "after-i-old", "added": "2026-03-02T00:00:00Z"}], "apps": []}`, "does not record"},
+		"removed twice": {`{"agents": [], "apps": [], "removed": [{"name": "bob", "at": "2026-03-01T00:00:00Z", "incarnation": "i-old"},
+			{"name": "bob", "at": "2026-03-02T00:00:00Z", "incarnation": "i-new"}]}`, "twice"},
+	} {
+		path := identity.Path(t.TempDir())
+		if err := os.WriteFile(path, []byte(c.body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		_, err := identity.Load(path)
+		if !errors.Is(err, identity.ErrBadRegistry) || !strings.Contains(err.Error(), c.says) {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	path := identity.Path(t.TempDir())
+	ok := `{"agents": [{"name": "bob", "incarnation": "i-new", "follows": "after-i-old", "added": "2026-03-02T00:00:00Z"}], "apps": [], ` + rm + `}`
+	if err := os.WriteFile(path, []byte(ok), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	reg, err := identity.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g := reg.AgentRegistration("bob"); g.Owns("i-old") || !g.Owns("after-i-old") || !g.Owns("i-new") {
+		t.Fatalf("bob registered again: %+v", g)
+	}
+	// AddAgent checks the same.
+	if err := reg.RemoveAgent("bob"); err != nil {
+		t.Fatal(err)
+	}
+	if err := reg.AddAgent(identity.Agent{Name: "bob", Incarnation: "i-new"}); !errors.Is(err, identity.ErrBadIncarnation) {
+		t.Fatalf("re-adding bob with the removed incarnation: %v", err)
+	}
+	if err := reg.AddAgent(identity.Agent{Name: "bob", Incarnation: "after-i-new"}); !errors.Is(err, identity.ErrBadIncarnation) {
+		t.Fatalf("adding bob with a removed name's stamp: %v", err)
+	}
+}
+
 // Changed is closed by the next Store, and only by it.
 func TestHolderChanged(t *testing.T) {
 	h := identity.NewHolder(&identity.Registry{})

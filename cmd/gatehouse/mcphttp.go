@@ -25,6 +25,7 @@ import (
 	"github.com/gatehouse/gatehouse/broker/client"
 	"github.com/gatehouse/gatehouse/broker/mcpserver"
 	"github.com/gatehouse/gatehouse/broker/subject"
+	"github.com/gatehouse/gatehouse/policy"
 )
 
 // MCP over streamable HTTP (serve --mcp-http ADDR). Each named agent has a
@@ -304,12 +305,11 @@ func (m *mcpHTTP) server(r *http.Request) *mcp.Server {
 	if ti == nil || run == "" || !ok {
 		return nil
 	}
-	c, err := m.agent(ti.UserID)
-	if err != nil {
+	if _, err := m.agent(ti.UserID); err != nil {
 		m.log.Error("mcp session: cannot connect as the agent", "agent", ti.UserID, "err", err)
 		return nil
 	}
-	s, err := mcpserver.New(mcpserver.Config{Run: run, Agent: c, ApprovalWait: m.wait, Version: version, Logger: m.log,
+	s, err := mcpserver.New(mcpserver.Config{Run: run, Agent: liveAgent{m: m, name: ti.UserID}, ApprovalWait: m.wait, Version: version, Logger: m.log,
 		Guard: m.guard, Identity: who})
 	if err != nil {
 		return nil
@@ -317,20 +317,58 @@ func (m *mcpHTTP) server(r *http.Request) *mcp.Server {
 	return s.MCP()
 }
 
+// liveAgent is what a session proposes through: the agent's connection
+// serve holds at each call (mcpHTTP.agent), not the one the session
+// opened with. A rotation keeps the registration, and so the session, but
+// the NATS server drops the connections of the old seed: a session that
+// kept its first connection failed every call after a rotation.
+type liveAgent struct {
+	m    *mcpHTTP
+	name string
+}
+
+func (a liveAgent) Tools(ctx context.Context, run string) ([]broker.ToolInfo, error) {
+	c, err := a.m.agent(a.name)
+	if err != nil {
+		return nil, err
+	}
+	return c.Tools(ctx, run)
+}
+
+func (a liveAgent) Effect(ctx context.Context, sink policy.Sink, req broker.EffectRequest) (*broker.EffectReply, error) {
+	c, err := a.m.agent(a.name)
+	if err != nil {
+		return nil, err
+	}
+	return c.Effect(ctx, sink, req)
+}
+
+func (a liveAgent) WaitApproval(ctx context.Context, run, id string, d time.Duration) (*broker.WaitReply, error) {
+	c, err := a.m.agent(a.name)
+	if err != nil {
+		return nil, err
+	}
+	return c.WaitApproval(ctx, run, id, d)
+}
+
 // agent returns the agent's own connection, dialing it on first use and
 // again whenever it is not connected: once the agent's credential is
 // rotated or removed the server drops the connection and its reconnects
 // (with the old seed) fail, so a new dial takes the current seed, or fails.
-// A connection replaced while reconnecting ends by itself.
+// A connection replaced is closed.
 func (m *mcpHTTP) agent(name string) (*client.Client, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if c, ok := m.conns[name]; ok && c.Conn().IsConnected() {
-		return c, nil
+	old, ok := m.conns[name]
+	if ok && old.Conn().IsConnected() {
+		return old, nil
 	}
 	c, err := m.dial(name)
 	if err != nil {
 		return nil, err
+	}
+	if ok {
+		old.Close() // reconnecting with a seed that no longer works
 	}
 	m.conns[name] = c
 	return c, nil

@@ -29,25 +29,8 @@ func TestPeerNextServedByTheBroker(t *testing.T) {
 	ctx := sinktest.Ctx(t)
 	ps := servePeer(t, js, nc)
 	run := &broker.Run{ID: broker.NewRunID(time.Now()), Agent: "carol"}
-	req := &broker.EffectRequest{Run: run.ID, Action: "send", Params: json.RawMessage(`{"to":"bob","body":"for bob"}`)}
-	prop, err := ps.Describe(ctx, run, req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := ps.Perform(ctx, run, req, prop); err != nil {
-		t.Fatal(err)
-	}
-	queued := func() uint64 {
-		st, err := js.Stream(ctx, subject.PeerStream)
-		if err != nil {
-			t.Fatal(err)
-		}
-		info, err := st.Info(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return info.State.Msgs
-	}
+	sendToBob(t, ps, run, "for bob")
+	queued := func() uint64 { return queuedPeer(t, js) }
 	ask := func(id, reply, body string) *broker.PeerNextReply {
 		t.Helper()
 		sub, err := nc.SubscribeSync(reply)
@@ -112,7 +95,7 @@ func TestPeerNextServedByTheBroker(t *testing.T) {
 	if _, err := js.Publish(ctx, subject.Peer("bob", run.ID), []byte("not json")); err != nil {
 		t.Fatal(err)
 	}
-	if m, err := ps.Next(ctx, "bob", 0); err != nil || m != nil {
+	if m, _, err := ps.Next(ctx, "bob", 0, nil); err != nil || m != nil {
 		t.Fatalf("a malformed message: %+v %v", m, err)
 	}
 	if n := queued(); n != 0 {
@@ -120,9 +103,76 @@ func TestPeerNextServedByTheBroker(t *testing.T) {
 	}
 	cctx, cancel := context.WithCancel(ctx)
 	cancel()
-	if _, err := ps.Next(cctx, "bob", time.Second); err == nil {
+	if _, _, err := ps.Next(cctx, "bob", time.Second, nil); err == nil {
 		t.Fatal("Next on a cancelled context")
 	}
+}
+
+// A message its judge leaves stays queued and is delivered to the next
+// Next; one it drops is gone; one it takes is handed out once.
+func TestPeerNextJudge(t *testing.T) {
+	js := natstest.JetStream(t)
+	ctx := sinktest.Ctx(t)
+	ps := servePeer(t, js, js.Conn())
+	run := &broker.Run{ID: broker.NewRunID(time.Now()), Agent: "carol"}
+	send := func(body string) { sendToBob(t, ps, run, body) }
+	queued := func() uint64 { return queuedPeer(t, js) }
+	verdict := func(v broker.PeerVerdict) func(*broker.PeerMessage) broker.PeerVerdict {
+		return func(*broker.PeerMessage) broker.PeerVerdict { return v }
+	}
+	send("one")
+	send("two")
+	m, v, err := ps.Next(ctx, "bob", time.Second, verdict(broker.PeerLeave))
+	if err != nil || m == nil || v != broker.PeerLeave || string(m.Body) != `"one"` {
+		t.Fatalf("left: %+v %v %v", m, v, err)
+	}
+	if n := queued(); n != 2 {
+		t.Fatalf("after a leave the queue holds %d messages, want 2", n)
+	}
+	m, v, err = ps.Next(ctx, "bob", time.Second, verdict(broker.PeerDrop))
+	if err != nil || m == nil || v != broker.PeerDrop || string(m.Body) != `"one"` {
+		t.Fatalf("the left message is not the next one: %+v %v %v", m, v, err)
+	}
+	if n := queued(); n != 1 {
+		t.Fatalf("after a drop the queue holds %d messages, want 1", n)
+	}
+	m, v, err = ps.Next(ctx, "bob", time.Second, verdict(broker.PeerTake))
+	if err != nil || m == nil || v != broker.PeerTake || string(m.Body) != `"two"` {
+		t.Fatalf("taken: %+v %v %v", m, v, err)
+	}
+	if n := queued(); n != 0 {
+		t.Fatalf("after a take the queue holds %d messages", n)
+	}
+}
+
+// sendToBob has the run's agent send body to bob through ps.
+func sendToBob(t *testing.T, ps *peer.Sink, run *broker.Run, body string) {
+	t.Helper()
+	ctx := sinktest.Ctx(t)
+	b, _ := json.Marshal(map[string]string{"to": "bob", "body": body})
+	req := &broker.EffectRequest{Run: run.ID, Action: "send", Params: b}
+	prop, err := ps.Describe(ctx, run, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ps.Perform(ctx, run, req, prop); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// queuedPeer is the number of messages the peer stream holds.
+func queuedPeer(t *testing.T, js jetstream.JetStream) uint64 {
+	t.Helper()
+	ctx := sinktest.Ctx(t)
+	st, err := js.Stream(ctx, subject.PeerStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := st.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return info.State.Msgs
 }
 
 // servePeer makes the peer sink on js and a broker serving it, with no

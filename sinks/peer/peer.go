@@ -536,18 +536,20 @@ func (s *Sink) consumer(ctx context.Context, agent string) (jetstream.Consumer, 
 
 // Next implements broker.PeerQueue: it fetches the next message to agent
 // from its consumer on the broker's own connection, waiting up to wait,
-// and acknowledges it, waiting for JetStream to confirm, before returning
-// it: at most once. A message that is not a peer message (none should
+// and does what judge says with it: one taken or dropped is acknowledged,
+// waiting for JetStream to confirm, before Next returns (at most once);
+// one left is negatively acknowledged, so the consumer delivers it again
+// to a later request. A message that is not a peer message (none should
 // be: only brokers publish on peer subjects) is dropped, acknowledged
-// without being handed out, and Next returns nil for it.
-func (s *Sink) Next(ctx context.Context, agent string, wait time.Duration) (*broker.PeerMessage, error) {
+// without being handed out or judged, and Next returns nil for it.
+func (s *Sink) Next(ctx context.Context, agent string, wait time.Duration, judge func(*broker.PeerMessage) broker.PeerVerdict) (*broker.PeerMessage, broker.PeerVerdict, error) {
 	if !subject.ValidAgent(agent) {
-		return nil, fmt.Errorf("%w: agent %q is not an agent name", broker.ErrBadRequest, clip(agent))
+		return nil, broker.PeerDrop, fmt.Errorf("%w: agent %q is not an agent name", broker.ErrBadRequest, clip(agent))
 	}
 	for attempt := 0; ; attempt++ {
 		cons, err := s.consumer(ctx, agent)
 		if err != nil {
-			return nil, err
+			return nil, broker.PeerDrop, err
 		}
 		m, err := fetchOne(ctx, cons, wait)
 		if (errors.Is(err, jetstream.ErrConsumerNotFound) || errors.Is(err, jetstream.ErrConsumerDeleted)) && attempt == 0 {
@@ -555,21 +557,31 @@ func (s *Sink) Next(ctx context.Context, agent string, wait time.Duration) (*bro
 			continue
 		}
 		if err != nil || m == nil {
-			return nil, err
+			return nil, broker.PeerDrop, err
 		}
 		var pm broker.PeerMessage
 		if err := json.Unmarshal(m.Data(), &pm); err != nil || !strings.HasPrefix(m.Subject(), subject.PeerPrefix+"."+agent+".") {
 			// Acknowledged, waiting for JetStream, so it is gone from the
 			// work queue before the next ask.
 			if err := m.DoubleAck(ctx); err != nil {
-				return nil, fmt.Errorf("drop a malformed peer message of %s: %w", agent, err)
+				return nil, broker.PeerDrop, fmt.Errorf("drop a malformed peer message of %s: %w", agent, err)
 			}
-			return nil, nil
+			return nil, broker.PeerDrop, nil
+		}
+		v := broker.PeerTake
+		if judge != nil {
+			v = judge(&pm)
+		}
+		if v == broker.PeerLeave {
+			if err := m.Nak(); err != nil {
+				return nil, v, fmt.Errorf("give back a peer message of %s: %w", agent, err)
+			}
+			return &pm, v, nil
 		}
 		if err := m.DoubleAck(ctx); err != nil {
-			return nil, fmt.Errorf("acknowledge a peer message of %s: %w", agent, err)
+			return nil, v, fmt.Errorf("acknowledge a peer message of %s: %w", agent, err)
 		}
-		return &pm, nil
+		return &pm, v, nil
 	}
 }
 
