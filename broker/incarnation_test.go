@@ -204,10 +204,12 @@ func codeOf(err error) broker.Code {
 	return ""
 }
 
-// next asks once, without waiting, for agent's next peer message.
+// next asks once for agent's next peer message, waiting up to a second
+// for one: a message just stored may not be handed to a fetch that does
+// not wait (it failed so under -race).
 func next(t *testing.T, c *client.Client, agent string) *broker.PeerNextReply {
 	t.Helper()
-	msg, err := c.Conn().Request(subject.PeerNext(agent), []byte(`{}`), 10*time.Second)
+	msg, err := c.Conn().Request(subject.PeerNext(agent), []byte(`{"wait_ms":1000}`), 10*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
