@@ -54,6 +54,15 @@ func TestPeerWaitEndsWithItsRegistration(t *testing.T) {
 
 	w.reAdd(t, "bob")
 	bob := w.agent(t, "bob")
+	// The new bob's credential may read bob's inbox space: nothing meant
+	// for the old bob may come there (the reply to its waiting request).
+	leaked, err := bob.Conn().SubscribeSync(subject.AgentInboxOf("bob") + ".>")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := bob.Conn().Flush(); err != nil {
+		t.Fatal(err)
+	}
 	if r, err := alice.Send(ctxT(t), aliceRun, "bob", "for the new bob"); err != nil || r.Decision.Outcome != journal.OutcomeAllowed {
 		t.Fatalf("alice to the new bob: %+v %v", r, err)
 	}
@@ -75,6 +84,19 @@ func TestPeerWaitEndsWithItsRegistration(t *testing.T) {
 		t.Fatalf("%d messages still queued for bob", n)
 	}
 	<-waited // answered or cut off with the old bob's connection
+	// The old request was answered (or dropped) when it gave the message
+	// back; give a reply in flight a moment to arrive, then look.
+	time.Sleep(500 * time.Millisecond)
+	own := msg.Subject[:strings.LastIndexByte(msg.Subject, '.')] // the new bob's replies
+	for {
+		m, err := leaked.NextMsg(10 * time.Millisecond)
+		if err != nil {
+			break
+		}
+		if !strings.HasPrefix(m.Subject, own+".") {
+			t.Fatalf("an answer to the old bob's request reached the new bob's inbox space: %s %s", m.Subject, m.Data)
+		}
+	}
 }
 
 // TestOrphanedRunActsNoMore: what an agent set going in its run acts for

@@ -167,6 +167,7 @@ func (s *Service) dispatch(r micro.Request, class subject.Class, h handler) {
 	if !ok {
 		return
 	}
+	r = s.guardRegistration(r, from)
 	select {
 	case s.sem <- struct{}{}:
 	default:
