@@ -150,7 +150,10 @@ func (r *Recorder) publish(ctx context.Context, e *journal.Event, b []byte) erro
 // RecordLater publishes e without waiting; done gets the outcome of its
 // acknowledgement. Published on the same connection after what was
 // recorded before, it is stored after it. When its acknowledgement does
-// not come, e is published again as Record does.
+// not come, e is published again as Record does, and may then be stored
+// after events handed over later (an outcome after another effect's, or
+// after its run's close, which verify accepts for an effect attempted
+// before the close).
 func (r *Recorder) RecordLater(e *journal.Event, done func(error)) {
 	b, err := json.Marshal(e)
 	if err != nil {
