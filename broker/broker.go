@@ -112,9 +112,10 @@ type Broker struct {
 	policy  atomic.Pointer[policy.Policy]
 	// decisions under way, per run: a run's close waits for them
 	deciding deciding
-	// effect replies that carried an error (refusals included), for
-	// `gatehouse status`: NATS micro counts only errors given through its
-	// own Error, which this broker's asynchronous answers do not use
+	// effect replies that carried an error code (a bad request, an unknown
+	// run, a failed effect; a policy refusal is a decision, not an error),
+	// for `gatehouse status`: NATS micro counts only errors given through
+	// its own Error, which this broker's asynchronous answers do not use
 	effectErrors atomic.Int64
 
 	approvals  Approvals

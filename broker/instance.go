@@ -27,7 +27,7 @@ type InstanceStatus struct {
 	GroundingError string   `json:"grounding_error,omitempty"`
 	Sinks          []string `json:"sinks"`
 	// EffectErrors is how many effect replies of this broker carried an
-	// error (refusals included) since it started.
+	// error code since it started (a policy refusal is a decision, not an error).
 	EffectErrors int64 `json:"effect_errors"`
 	// NATS is the embedded NATS server's figures, for a broker that runs
 	// one (serve without --nats-url); nil otherwise.

@@ -32,7 +32,8 @@ Shows a Gatehouse deployment as an operator wants to see it:
   - every stream and bucket: replicas, leader, each replica's lag, messages;
   - the brokers in the queue group (NATS micro discovery of the service
     "gatehouse"): id, version, requests, errors (effect replies carrying an
-    error, refusals included), average time;
+    error code: bad requests, unknown runs, failures; a policy refusal
+    is a decision, not an error), average time;
   - the journal writer's consumer: stream last sequence, ack floor, lag,
     pending and redelivered events;
   - approvals waiting for a person (pending or reopened): how many, and
