@@ -48,13 +48,16 @@ type PipelinedJournal interface {
 // A publish that ends without the stream's answer (no acknowledgement in
 // time, a connection lost while a stream leader is elected) may still be
 // stored: nats.go keeps what it could not send and sends it once it has
-// reconnected. Such a publish is sent again, under the same message id,
-// until the stream answers: an acknowledgement, new or of a duplicate,
-// means stored once; an error from the stream means not stored. So when
-// Record returns, the broker knows which it was, and an effect it refused
-// for want of a record has none that lands later, after its answer (and
-// perhaps after its run's close). Only if the stream stays silent for the
-// settle time does the error stand as ErrMaybeRecorded.
+// reconnected, and a stream leader that dies may leave it in the log its
+// successor applies. Such a publish is sent again, under the same message
+// id, until the stream acknowledges it, new or as a duplicate: stored
+// once. An error from the stream settles only a first publish; once one
+// is in doubt, "temporarily unavailable" from a leader being elected says
+// nothing of the earlier one. So when Record returns nil the event is
+// stored, and an effect the broker refused for want of a record has none
+// that lands later, after its answer (and perhaps after its run's close).
+// If no acknowledgement comes within the settle time the error stands as
+// ErrMaybeRecorded.
 type Recorder struct {
 	js      jetstream.JetStream
 	timeout time.Duration  // one publish's wait for its acknowledgement
@@ -91,7 +94,7 @@ func (r *Recorder) Record(ctx context.Context, e *journal.Event) error {
 	if err != nil {
 		return fmt.Errorf("%w: encode %s: %v", ErrJournal, e.Type, err)
 	}
-	return r.publish(ctx, e, b)
+	return r.publish(ctx, e, b, false)
 }
 
 // RecordGroup publishes events (all of one run) as one message, a JSON
@@ -108,14 +111,14 @@ func (r *Recorder) RecordGroup(ctx context.Context, events ...*journal.Event) er
 	if err != nil {
 		return fmt.Errorf("%w: encode %s: %v", ErrJournal, events[0].Type, err)
 	}
-	return r.publish(ctx, events[0], b)
+	return r.publish(ctx, events[0], b, false)
 }
 
 // publish sends b until the stream answers (see Recorder) or settle
-// passes or ctx ends.
-func (r *Recorder) publish(ctx context.Context, e *journal.Event, b []byte) error {
+// passes or ctx ends. inDoubt: an earlier publish of b (RecordLater's) got
+// no answer, so no error is final.
+func (r *Recorder) publish(ctx context.Context, e *journal.Event, b []byte, inDoubt bool) error {
 	deadline := time.Now().Add(r.settle)
-	inDoubt := false // an earlier publish of b may be stored
 	for {
 		pctx, cancel := context.WithTimeout(ctx, r.timeout)
 		_, err := r.js.Publish(pctx, subject.Journal(e.Run), b, jetstream.WithMsgID(e.ID), jetstream.WithExpectStream(subject.JournalStream))
@@ -123,20 +126,19 @@ func (r *Recorder) publish(ctx context.Context, e *journal.Event, b []byte) erro
 		if err == nil {
 			return nil
 		}
-		// The stream's own error (wrong stream, limits): it did not store
-		// b, and had an earlier publish been stored, this one would have
-		// been acknowledged as its duplicate.
+		// The stream's own error (wrong stream, limits) or no stream
+		// listening, to a first publish: b was not stored. Once a publish
+		// is in doubt, neither is final: an earlier one may still be on
+		// its way (held by nats.go until it reconnects, or in the log of a
+		// stream leader being replaced) while a new leader answers "not
+		// available" to this one, and land after the broker refused.
+		// Only an acknowledgement (of b, or of it as a duplicate) is.
 		var apiErr *jetstream.APIError
-		if errors.As(err, &apiErr) {
+		definite := errors.As(err, &apiErr) || errors.Is(err, jetstream.ErrNoStreamResponse) || errors.Is(err, nats.ErrNoResponders)
+		if definite && !inDoubt {
 			return fmt.Errorf("%w: publish %s for run %s: %v", ErrJournal, e.Type, e.Run, err)
 		}
-		// No stream listening: this publish was not stored, and no earlier
-		// one is waiting to be.
-		noStream := errors.Is(err, jetstream.ErrNoStreamResponse) || errors.Is(err, nats.ErrNoResponders)
-		if noStream && !inDoubt {
-			return fmt.Errorf("%w: publish %s for run %s: %v", ErrJournal, e.Type, e.Run, err)
-		}
-		inDoubt = inDoubt || !noStream
+		inDoubt = inDoubt || !definite
 		if time.Now().Add(recorderRetryWait).After(deadline) || ctx.Err() != nil {
 			return fmt.Errorf("%w: %w: publish %s for run %s: %v", ErrJournal, ErrMaybeRecorded, e.Type, e.Run, err)
 		}
@@ -162,7 +164,7 @@ func (r *Recorder) RecordLater(e *journal.Event, done func(error)) {
 	}
 	f, err := r.js.PublishAsync(subject.Journal(e.Run), b, jetstream.WithMsgID(e.ID), jetstream.WithExpectStream(subject.JournalStream))
 	if err != nil {
-		r.later.Go(func() { done(r.publish(context.Background(), e, b)) })
+		r.later.Go(func() { done(r.publish(context.Background(), e, b, false)) }) // nothing was sent
 		return
 	}
 	r.later.Go(func() {
@@ -177,9 +179,9 @@ func (r *Recorder) RecordLater(e *journal.Event, done func(error)) {
 				done(fmt.Errorf("%w: publish %s for run %s: %v", ErrJournal, e.Type, e.Run, err))
 				return
 			}
-			done(r.publish(context.Background(), e, b))
+			done(r.publish(context.Background(), e, b, true))
 		case <-t.C:
-			done(r.publish(context.Background(), e, b))
+			done(r.publish(context.Background(), e, b, true))
 		}
 	})
 }

@@ -69,8 +69,38 @@ func TestRecorderPublishInDoubt(t *testing.T) {
 	r.RecordLater(ev("ev_later"), func(err error) { later <- err })
 
 	// Longer than a publish's wait: both have timed out at least once, so
-	// they are in doubt, when the server comes back on its store.
+	// they are in doubt. Then, for a while, a server on the same address
+	// answers with the stream's error (another stream holds the journal's
+	// subjects), as a leader being elected answers "not available": no
+	// answer but an acknowledgement may end a publish in doubt. Then the
+	// server comes back on its store.
 	time.Sleep(time.Second)
+	other, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: port, JetStream: true, StoreDir: t.TempDir(), NoLog: true, NoSigs: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go other.Start()
+	if !other.ReadyForConnections(10 * time.Second) {
+		t.Fatal("the other nats-server is not ready")
+	}
+	onc, err := nats.Connect(other.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ojs, _ := jetstream.New(onc)
+	if _, err := ojs.CreateStream(ctx, jetstream.StreamConfig{Name: "OTHER", Subjects: []string{subject.JournalAll}}); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); nc.ConnectedUrl() != other.ClientURL(); {
+		if time.Now().After(deadline) {
+			t.Fatal("the recorder's connection never reached the other server")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	time.Sleep(500 * time.Millisecond) // a few publishes answered with the stream's error
+	onc.Close()
+	other.Shutdown()
+	other.WaitForShutdown()
 	ns = start(port)
 
 	for name, c := range map[string]chan error{"Record": recorded, "RecordLater": later} {
