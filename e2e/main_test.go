@@ -3,14 +3,12 @@
 package e2e
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -66,27 +64,8 @@ func cleanEnv() []string {
 type server struct {
 	cmd     *exec.Cmd
 	dataDir string
-	out     *syncBuffer
+	out     *lineCounter // written by exec while the test reads it
 	ep      endpoints
-}
-
-// syncBuffer is a process's output: exec's copying goroutine writes it
-// while the test reads it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 type endpoints struct {
@@ -115,7 +94,7 @@ func serveWith(t testing.TB, dataDir string, adjust func(*exec.Cmd), args ...str
 	if adjust != nil {
 		adjust(cmd) // may add to the environment
 	}
-	out := &syncBuffer{}
+	out := &lineCounter{}
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/gatehouse/gatehouse/broker/kvcas"
 	"github.com/gatehouse/gatehouse/sinks/quota"
 )
 
@@ -355,7 +356,7 @@ func (r kvRegister) swap(ctx context.Context, tenant string, e entry, rev uint64
 	} else {
 		rev, err = r.kv.Update(ctx, key, b, rev)
 	}
-	if quota.Lost(err) {
+	if kvcas.Conflict(err) {
 		return 0, errSwapLost
 	}
 	if err != nil {

@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/gatehouse/gatehouse/broker/kvcas"
 	"github.com/gatehouse/gatehouse/sinks/quota"
 )
 
@@ -100,7 +101,7 @@ func (s *KVStore) used(ctx context.Context, tenant string) (int64, uint64, error
 		if err != nil {
 			return 0, 0, err
 		}
-		if _, err := s.kv.Create(ctx, qk, []byte(strconv.FormatInt(n, 10))); err != nil && !quota.Lost(err) {
+		if _, err := s.kv.Create(ctx, qk, []byte(strconv.FormatInt(n, 10))); err != nil && !kvcas.Conflict(err) {
 			return 0, 0, err
 		}
 	}
@@ -133,7 +134,7 @@ func (s *KVStore) add(ctx context.Context, tenant string, delta int64) error {
 		if err != nil {
 			return err
 		}
-		if _, err = s.kv.Update(ctx, quotaKey(tenant), []byte(strconv.FormatInt(max(n+delta, 0), 10)), rev); err == nil || !quota.Lost(err) {
+		if _, err = s.kv.Update(ctx, quotaKey(tenant), []byte(strconv.FormatInt(max(n+delta, 0), 10)), rev); err == nil || !kvcas.Conflict(err) {
 			return err
 		}
 	}
@@ -172,7 +173,7 @@ func (s *KVStore) Put(ctx context.Context, k Key, rec []byte, limit int64, room 
 		}
 		if delta > 0 {
 			if _, err := s.kv.Update(ctx, quotaKey(k.Tenant), []byte(strconv.FormatInt(used+delta, 10)), qrev); err != nil {
-				if quota.Lost(err) {
+				if kvcas.Conflict(err) {
 					continue
 				}
 				return s.fail("put", err)
@@ -185,7 +186,7 @@ func (s *KVStore) Put(ctx context.Context, k Key, rec []byte, limit int64, room 
 			_, err = s.kv.Update(ctx, key, rec, rev)
 		}
 		if err != nil {
-			lost := quota.Lost(err)
+			lost := kvcas.Conflict(err)
 			if delta > 0 && (lost || s.unwritten(ctx, key, rev)) {
 				s.settle(ctx, k.Tenant, -delta) // a counter left high errs towards refusing
 			}
@@ -286,7 +287,7 @@ func (s *KVStore) Delete(ctx context.Context, k Key) (bool, error) {
 			return false, nil
 		}
 		if err := s.kv.Purge(ctx, key, jetstream.LastRevision(rev), jetstream.PurgeTTL(markerTTL)); err != nil {
-			if quota.Lost(err) {
+			if kvcas.Conflict(err) {
 				continue
 			}
 			return false, s.fail("delete", err)

@@ -8,7 +8,6 @@ import (
 	"fmt"
 
 	"github.com/gatehouse/gatehouse/broker"
-	"github.com/gatehouse/gatehouse/broker/kvcas"
 )
 
 // ErrorType is the journal's outcome error of a put the store refused
@@ -48,7 +47,3 @@ func Check(what, flag, help string, used, delta, limit int64) error {
 	}
 	return nil
 }
-
-// Lost reports whether err is a JetStream KV compare-and-swap that lost:
-// the key was created or changed since it was read.
-func Lost(err error) bool { return kvcas.Conflict(err) }

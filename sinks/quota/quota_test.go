@@ -6,8 +6,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/gatehouse/gatehouse/broker"
 )
 
@@ -38,14 +36,5 @@ func TestCheck(t *testing.T) {
 	}
 	if body.Code != broker.CodeQuotaExceeded {
 		t.Fatalf("code %s", body.Code)
-	}
-}
-
-func TestLost(t *testing.T) {
-	if !Lost(fmt.Errorf("create: %w", jetstream.ErrKeyExists)) || !Lost(&jetstream.APIError{ErrorCode: jetstream.JSErrCodeStreamWrongLastSequenceConstant}) {
-		t.Fatal("a lost compare-and-swap was not seen")
-	}
-	if Lost(jetstream.ErrKeyNotFound) || Lost(nil) || Lost(&jetstream.APIError{ErrorCode: jetstream.JSErrCodeMessageNotFound}) {
-		t.Fatal("another error counted as a lost compare-and-swap")
 	}
 }
