@@ -121,8 +121,9 @@ type Broker struct {
 	approvals  Approvals
 	requests   *RequestIDs
 	identities Identities
-	later      inflight     // outcomes being recorded after their reply (record.go)
-	floods     refusalFlood // budgets of caller refusals' records (refusalflood.go)
+	later      inflight              // outcomes being recorded after their reply (record.go)
+	fence      atomic.Pointer[Fence] // the other brokers' decisions, for a close (fence.go)
+	floods     refusalFlood          // budgets of caller refusals' records (refusalflood.go)
 }
 
 // New returns a broker deciding under p. Sinks are looked up by Name.
@@ -266,12 +267,7 @@ func (b *Broker) CloseRun(ctx context.Context, from Caller, c *CloseWork) error 
 	if b.mode == policy.ModeOff {
 		return nil
 	}
-	wctx, cancel := context.WithTimeout(ctx, closeWaitsForDecisions)
-	err = b.deciding.wait(wctx, c.Run)
-	cancel()
-	if err != nil {
-		b.log.Warn("closing a run while this broker is still recording a decision for it: that decision may follow the run.close", "run", c.Run)
-	}
+	b.quiesce(ctx, c.Run)
 	ev, err := b.event(c.Run, journal.TypeRunClose, "", journal.RunClose{Status: c.Status})
 	if err != nil {
 		return err
@@ -328,7 +324,7 @@ func (b *Broker) propose(ctx context.Context, from Caller, sinkName policy.Sink,
 	}
 	// Counted before the run is read: a close that has not marked the run
 	// closed yet waits for this decision to be recorded.
-	leave := b.deciding.enter(req.Run)
+	leave, fenced := b.deciding.enter(req.Run)
 	defer leave()
 	run, err := b.runs.Get(ctx, req.Run)
 	if err != nil {
@@ -337,7 +333,7 @@ func (b *Broker) propose(ctx context.Context, from Caller, sinkName policy.Sink,
 	if rep := b.admit(ctx, from, sinkName, run, req); rep != nil {
 		return rep
 	}
-	if run.Closed {
+	if run.Closed || fenced { // fenced: another broker is closing it (fence.go)
 		return errorReply(req.Run, fmt.Errorf("%w: %s", ErrRunClosed, run.ID))
 	}
 	if err := b.checkLineage(ctx, run); err != nil {

@@ -7,26 +7,33 @@ import (
 )
 
 // closeWaitsForDecisions bounds how long a run's close waits for the
-// decisions this broker is making for it.
+// decisions brokers are making for it.
 const closeWaitsForDecisions = 20 * time.Second
+
+// closedMarkLife is how long a run stays marked closed in deciding after
+// a close fence: long past the run store's own news of the close.
+const closedMarkLife = time.Hour
 
 // deciding counts, per run, the effects this broker has taken up and not
 // yet recorded the decision (and attempt) of. A run's close waits for
 // them, so that its run.close follows every decision made while the run
 // was open: the application may close work while an agent's request is
 // being decided, and a decision recorded after the close would read as
-// an effect of closed work. Only this broker's own decisions are seen;
-// another broker's can still land after the close (noted in the README).
-// Its zero value is ready to use; safe for concurrent use.
+// an effect of closed work. Another broker's close reaches it through
+// the Fence (fence.go), which marks the run closed here first: an effect
+// taken up after the mark is refused, whatever this broker's copy of the
+// run says. Its zero value is ready to use; safe for concurrent use.
 type deciding struct {
-	mu   sync.Mutex
-	n    map[string]int
-	idle map[string]chan struct{} // closed when the run's count drops to 0
+	mu     sync.Mutex
+	n      map[string]int
+	idle   map[string]chan struct{} // closed when the run's count drops to 0
+	closed map[string]time.Time     // runs a fence closed, and when
 }
 
 // enter counts one decision under way for run; the function it returns
-// ends it, and may be called more than once.
-func (d *deciding) enter(run string) (leave func()) {
+// ends it, and may be called more than once. closed reports that a fence
+// has closed run: the caller must refuse (and still call leave).
+func (d *deciding) enter(run string) (leave func(), closed bool) {
 	d.mu.Lock()
 	if d.n == nil {
 		d.n, d.idle = map[string]int{}, map[string]chan struct{}{}
@@ -35,6 +42,7 @@ func (d *deciding) enter(run string) (leave func()) {
 		d.idle[run] = make(chan struct{})
 	}
 	d.n[run]++
+	_, closed = d.closed[run]
 	d.mu.Unlock()
 	var once sync.Once
 	return func() {
@@ -47,7 +55,25 @@ func (d *deciding) enter(run string) (leave func()) {
 			}
 			d.mu.Unlock()
 		})
+	}, closed
+}
+
+// markClosed marks run closed: every enter from now on says so. Marks
+// older than closedMarkLife are dropped.
+func (d *deciding) markClosed(run string, now time.Time) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed == nil {
+		d.closed = map[string]time.Time{}
 	}
+	if _, ok := d.closed[run]; !ok {
+		for r, at := range d.closed {
+			if now.Sub(at) > closedMarkLife {
+				delete(d.closed, r)
+			}
+		}
+	}
+	d.closed[run] = now
 }
 
 // wait returns once no decision is under way for run, or ctx ends.

@@ -34,6 +34,12 @@ const (
 	ServiceName = "gatehouse"
 	// QueueGroup is the queue group brokers share, so many can run at once.
 	QueueGroup = "gatehouse-brokers"
+
+	// BrokersHello is where brokers say they are here (broker.Fence), and
+	// RunQuiesce where the one closing a run asks the others to finish
+	// deciding for it. Only brokers may use either.
+	BrokersHello = Prefix + ".ctl.brokers"
+	RunQuiesce   = Prefix + ".ctl.quiesce"
 )
 
 // Identities.

@@ -306,6 +306,12 @@ func cmdServe(ctx context.Context, env *cliEnv, args []string) error {
 	for _, bind := range sinks.bind {
 		bind(b)
 	}
+	// A run's close waits for the other brokers' decisions for it too.
+	fence, err := broker.StartFence(nc, b)
+	if err != nil {
+		return fmt.Errorf("broker fence: %w", err)
+	}
+	defer fence.Close()
 	// SIGHUP (and the dashboard) re-read the policy and grounding files.
 	pols := &policyHolder{path: c.policy, log: log, broker: b, capture: capture, pol: pol, err: polErr,
 		groundingPath: c.grounding, provider: prov, groundErr: sinks.groundingErr}

@@ -1,0 +1,232 @@
+package broker_test
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/gatehouse/gatehouse/broker"
+	"github.com/gatehouse/gatehouse/broker/client"
+	"github.com/gatehouse/gatehouse/broker/embedded"
+	"github.com/gatehouse/gatehouse/broker/journal"
+	"github.com/gatehouse/gatehouse/broker/subject"
+	"github.com/gatehouse/gatehouse/policy"
+	"github.com/gatehouse/gatehouse/sinks/output"
+)
+
+// streamOrder keeps the order in which events of any broker's journal
+// reached the stream.
+type streamOrder struct {
+	mu    sync.Mutex
+	order []journal.Type
+}
+
+func (o *streamOrder) note(events ...*journal.Event) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for _, e := range events {
+		o.order = append(o.order, e.Type)
+	}
+}
+
+func (o *streamOrder) String() string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return fmt.Sprint(o.order)
+}
+
+// orderedJournal records through a real Recorder into a shared
+// streamOrder; with held set, the first decision and attempt it records
+// wait for release before they are published.
+type orderedJournal struct {
+	*broker.Recorder
+	o             *streamOrder
+	held, release chan struct{}
+	once          sync.Once
+}
+
+func (j *orderedJournal) Record(ctx context.Context, e *journal.Event) error {
+	err := j.Recorder.Record(ctx, e)
+	j.o.note(e)
+	return err
+}
+
+func (j *orderedJournal) RecordGroup(ctx context.Context, events ...*journal.Event) error {
+	if len(events) > 1 && j.held != nil {
+		j.once.Do(func() { close(j.held); <-j.release })
+	}
+	err := j.Recorder.RecordGroup(ctx, events...)
+	j.o.note(events...)
+	return err
+}
+
+// fencedBroker is one of several strict brokers on one NATS server, each
+// on its own connection with its own run store (one bucket) and fence.
+type fencedBroker struct {
+	b     *broker.Broker
+	nc    *nats.Conn
+	j     *orderedJournal
+	fence *broker.Fence
+}
+
+func startFencedBroker(t *testing.T, ns *embedded.Server, o *streamOrder) *fencedBroker {
+	t.Helper()
+	nc, err := ns.Connect(embedded.RoleBroker)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, _ := jetstream.New(nc)
+	ctx := context.Background()
+	if _, err := journal.EnsureStream(ctx, js, 1); err != nil {
+		t.Fatal(err)
+	}
+	runs, err := broker.OpenKVRuns(ctx, js, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(runs.Stop)
+	out, err := output.New(ctx, js, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	j := &orderedJournal{Recorder: broker.NewRecorder(js, 5*time.Second), o: o}
+	b, err := broker.New(broker.Config{Mode: policy.ModeStrict}, runs, j, policy.Default(), out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := broker.StartFence(nc, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(f.Close)
+	return &fencedBroker{b: b, nc: nc, j: j, fence: f}
+}
+
+// waitPeers waits until each fence has heard from n other brokers.
+func waitPeers(t *testing.T, n int, bs ...*fencedBroker) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for _, fb := range bs {
+		for len(fb.fence.Peers()) != n {
+			if time.Now().After(deadline) {
+				t.Fatalf("a fence hears from %d brokers, want %d", len(fb.fence.Peers()), n)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+}
+
+// TestCloseFencesAnotherBrokersDecision: the application's close reaches
+// one broker while another is recording an agent's effect for the run
+// (brokers share requests in a queue group; a record in doubt can take
+// seconds). The run.close must still follow that decision in the journal,
+// and the run is refused from then on by both brokers.
+func TestCloseFencesAnotherBrokersDecision(t *testing.T) {
+	dir := t.TempDir()
+	ns, err := embedded.Start(embedded.Config{Dir: filepath.Join(dir, "nats"), Port: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(ns.Shutdown)
+	o := &streamOrder{}
+	closer := startFencedBroker(t, ns, o)
+	decider := startFencedBroker(t, ns, o)
+	decider.j.held, decider.j.release = make(chan struct{}), make(chan struct{})
+	waitPeers(t, 1, closer, decider)
+	// Only the decider answers agents; the test closes through the closer.
+	svc, err := broker.Serve(decider.nc, decider.b, broker.ServiceConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = svc.Close() })
+	creds := func(r embedded.Role) string { return embedded.CredsPath(filepath.Join(dir, "nats"), r) }
+	app, err := client.Dial(ns.URL, client.App, creds(embedded.RoleApp))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(app.Close)
+	agent, err := client.Dial(ns.URL, client.Agent, creds(embedded.RoleAgent))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(agent.Close)
+
+	ctx := context.Background()
+	run, err := app.OpenWork(ctx, broker.OpenWork{Tenant: "acme", Person: "ada"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	answered := make(chan error, 1)
+	go func() {
+		_, err := agent.Output(ctx, run, "ok", 1)
+		answered <- err
+	}()
+	<-decider.j.held // decided by the decider, its record under way
+	closed := make(chan error, 1)
+	go func() {
+		closed <- closer.b.CloseRun(ctx, broker.AppCaller(subject.Shared), &broker.CloseWork{Run: run, Status: "done"})
+	}()
+	// Nothing outside can see the close waiting; give it the moment the
+	// unfenced close needed to record run.close.
+	time.Sleep(500 * time.Millisecond)
+	close(decider.j.release)
+	if err := <-answered; err != nil {
+		t.Fatalf("the effect under way: %v", err)
+	}
+	if err := <-closed; err != nil {
+		t.Fatalf("close: %v", err)
+	}
+	want := fmt.Sprint([]journal.Type{journal.TypeRunOpen, journal.TypeDecision, journal.TypeAttempt, journal.TypeRunClose})
+	if got := o.String(); got != want {
+		t.Fatalf("recorded in the order %v, want %v", got, want)
+	}
+	if _, err := agent.Output(ctx, run, "late", 1); errCode(err) != broker.CodeRunClosed {
+		t.Fatalf("an effect after the close: %v, want %s", err, broker.CodeRunClosed)
+	}
+}
+
+// TestCloseGivesUpOnASilentBroker: a broker that is heard from but does
+// not answer the close's ask (killed since its last heartbeat) does not
+// hold the close: it is given up after a moment and the run closes.
+func TestCloseGivesUpOnASilentBroker(t *testing.T) {
+	dir := t.TempDir()
+	ns, err := embedded.Start(embedded.Config{Dir: filepath.Join(dir, "nats"), Port: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(ns.Shutdown)
+	o := &streamOrder{}
+	fb := startFencedBroker(t, ns, o)
+	// A heartbeat of a broker that answers nothing.
+	nc, err := ns.Connect(embedded.RoleBroker)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	if err := nc.Publish(subject.BrokersHello, []byte(`{"id":"b_silent"}`)); err != nil {
+		t.Fatal(err)
+	}
+	waitPeers(t, 1, fb)
+
+	ctx := context.Background()
+	run, err := fb.b.Open(ctx, broker.AppCaller(subject.Shared), &broker.OpenWork{Tenant: "acme", Person: "ada"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	if err := fb.b.CloseRun(cctx, broker.AppCaller(subject.Shared), &broker.CloseWork{Run: run.ID, Status: "done"}); err != nil {
+		t.Fatalf("close with a silent broker: %v", err)
+	}
+	want := fmt.Sprint([]journal.Type{journal.TypeRunOpen, journal.TypeRunClose})
+	if got := o.String(); got != want {
+		t.Fatalf("recorded %v, want %v", got, want)
+	}
+}
