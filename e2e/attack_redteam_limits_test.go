@@ -345,8 +345,15 @@ func TestRedteamPolicyFileOwnership(t *testing.T) {
 	if log := a.s.out.String(); !strings.Contains(log, pol) || !strings.Contains(log, "chmod 600") {
 		t.Fatalf("serve's log does not name the file and the fix:\n%s", log)
 	}
+	// policy check reads it as serve does, so it does not call it fine.
+	if r := gh(t, "policy", "check", "--policy", pol); r.code == 0 || !strings.Contains(r.stdout+r.stderr, "chmod 600") {
+		t.Fatalf("policy check of a file others may write: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
 	must(t, os.Chmod(pol, 0o600))
 	until("the file made private again", allowed)
+	if r := gh(t, "policy", "check", "--policy", pol); r.code != 0 {
+		t.Fatalf("policy check of the private file: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
 
 	if os.Geteuid() == 0 {
 		must(t, os.Chown(pol, 65534, 65534))

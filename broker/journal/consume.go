@@ -124,6 +124,15 @@ func Consume(ctx context.Context, js jetstream.JetStream, w *Writer, opts Consum
 		return fmt.Errorf("journal: consumer %s: %w", subject.JournalConsumer, err)
 	}
 
+	stream, err := js.Stream(ctx, subject.JournalStream)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return fmt.Errorf("journal: stream %s: %w", subject.JournalStream, err)
+	}
+	order := &streamOrder{stream: stream, log: log}
+
 	// The puller moves messages from the iterator into msgs, so the loop
 	// below can take whatever is ready without waiting.
 	msgs := make(chan jetstream.Msg, opts.Batch)
@@ -179,7 +188,7 @@ func Consume(ctx context.Context, js jetstream.JetStream, w *Writer, opts Consum
 				break fill
 			}
 		}
-		if err := writeBatch(w, batch, log, opts.RetryDelay); err != nil {
+		if err := writeBatch(w, order.arrange(ctx, batch), log, opts.RetryDelay); err != nil {
 			return err
 		}
 		if ctx.Err() != nil {

@@ -7,7 +7,6 @@ import (
 	"strings"
 
 	"github.com/gatehouse/gatehouse/grounding"
-	"github.com/gatehouse/gatehouse/policy"
 	mcpsink "github.com/gatehouse/gatehouse/sinks/mcp"
 	"github.com/gatehouse/gatehouse/sinks/provider"
 )
@@ -135,7 +134,7 @@ func runPolicyCheck(policyFile, providersFile, groundingFile, mcpFile string) *c
 		checkGroundingFile(rep, groundingFile, gcat, fail)
 	}
 	if policyFile != "" {
-		pol, err := policy.Load(policyFile)
+		pol, err := loadPolicyFile(policyFile) // as serve reads it: its owner and modes checked
 		if err != nil {
 			fail(policyFile, err, "fix the file so it loads; until then serve refuses every effect (policy-unreadable)")
 		} else {
@@ -155,7 +154,7 @@ func runPolicyCheck(policyFile, providersFile, groundingFile, mcpFile string) *c
 // checkGroundingFile loads the grounding rules as serve does and reports
 // what each rule grounds, or every problem.
 func checkGroundingFile(rep *checkReport, file string, cat grounding.Catalogue, fail func(string, error, string)) {
-	rules, err := grounding.Load(file)
+	rules, err := loadGroundingFile(file) // as serve reads it: its owner and modes checked
 	if err != nil {
 		fail(file, err, "fix the file so it loads; until then serve refuses every provider call")
 		return

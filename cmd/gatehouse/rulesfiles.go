@@ -32,9 +32,27 @@ func loadPolicyFile(path string) (*policy.Policy, error) {
 
 // loadGrounding is provider.ParseGrounding of a checked file.
 func loadGrounding(path string, cat grounding.Catalogue) (*grounding.Rules, error) {
+	data, err := readGroundingFile(path)
+	if err != nil {
+		return nil, err
+	}
+	return provider.ParseGrounding(path, data, cat)
+}
+
+// loadGroundingFile is grounding.Parse of a checked file, the catalogue
+// left to the caller (policy check reports its problems one by one).
+func loadGroundingFile(path string) (*grounding.Rules, error) {
+	data, err := readGroundingFile(path)
+	if err != nil {
+		return nil, err
+	}
+	return grounding.Parse(path, data)
+}
+
+func readGroundingFile(path string) ([]byte, error) {
 	data, err := identity.ReadOwnFile(path, "rewrite the grounding rules provider calls are checked against", rulesFileLimit)
 	if err != nil {
 		return nil, fmt.Errorf("grounding: %w", err)
 	}
-	return provider.ParseGrounding(path, data, cat)
+	return data, nil
 }
