@@ -31,10 +31,17 @@ type deciding struct {
 }
 
 // enter counts one decision under way for run; the function it returns
-// ends it, and may be called more than once. closed reports that a fence
-// has closed run: the caller must refuse (and still call leave).
+// ends it, and may be called more than once. closed reports that the run
+// is being closed (markClosed): the caller must refuse, and the effect is
+// not counted.
 func (d *deciding) enter(run string) (leave func(), closed bool) {
 	d.mu.Lock()
+	if _, closed = d.closed[run]; closed {
+		// Refused, so not counted: requests naming a closing run, however
+		// many, never hold its close.
+		d.mu.Unlock()
+		return func() {}, true
+	}
 	if d.n == nil {
 		d.n, d.idle = map[string]int{}, map[string]chan struct{}{}
 	}
@@ -42,7 +49,6 @@ func (d *deciding) enter(run string) (leave func(), closed bool) {
 		d.idle[run] = make(chan struct{})
 	}
 	d.n[run]++
-	_, closed = d.closed[run]
 	d.mu.Unlock()
 	var once sync.Once
 	return func() {
