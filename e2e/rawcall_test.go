@@ -84,6 +84,8 @@ var runtimeOwnFuncs = map[string]string{
 	"(*" + module + "/broker.RequestIDs).claim":                "the request-id bucket: claiming an agent's request_id so it is decided at most once",
 	"(*" + module + "/broker.requestClaim).recording":          "the request-id bucket: marking a claimed request as being recorded",
 	"(*" + module + "/broker.requestClaim).settle":             "the request-id bucket: keeping a decided request's reply, or releasing its claim",
+	"(*" + module + "/broker.Fence).say":                       "a broker's heartbeat to the other brokers (gatehouse.v1.ctl.brokers), so a run's close knows whom to wait for",
+	"(*" + module + "/broker.Fence).answer":                    "a broker answering another's close (gatehouse.v1.ctl.quiesce) that its decisions for the run are recorded",
 }
 
 // runtimeOwnPackages lists whole packages whose raw calls are the

@@ -21,6 +21,14 @@ func TestStatusCountsEffectErrors(t *testing.T) {
 			t.Fatalf("an effect on an unknown run: exit 0")
 		}
 	}
+	// A malformed request is an error reply (BAD_REQUEST); a policy
+	// refusal is a decision, not an error.
+	if r := gh(t, "effect", "output", "--data-dir", data, "--run", run, "--params", `{"nope":1}`); r.code != 2 || !strings.Contains(r.stderr, "BAD_REQUEST") {
+		t.Fatalf("a malformed request: exit %d %s", r.code, r.stderr)
+	}
+	if r := gh(t, "effect", "process", "--data-dir", data, "--run", run, "--action", "exec", "--params", `{"argv":["/usr/bin/id"]}`); r.code != 1 || !strings.Contains(r.stdout, "refused") {
+		t.Fatalf("a host command in strict mode: exit %d %s %s", r.code, r.stdout, r.stderr)
+	}
 	st := gh(t, "status", "--data-dir", data, "--json")
 	var rep struct {
 		Brokers []struct {
@@ -31,7 +39,7 @@ func TestStatusCountsEffectErrors(t *testing.T) {
 	if err := json.Unmarshal([]byte(st.stdout), &rep); err != nil || len(rep.Brokers) != 1 {
 		t.Fatalf("status --json: %v\n%s", err, st.stdout)
 	}
-	if b := rep.Brokers[0]; b.Errors != 2 {
-		t.Fatalf("status counts %d errors of %d requests, want the 2 effects on an unknown run", b.Errors, b.Requests)
+	if b := rep.Brokers[0]; b.Errors != 3 {
+		t.Fatalf("status counts %d errors of %d requests, want 3: the 2 effects on an unknown run and the malformed one, not the refusal", b.Errors, b.Requests)
 	}
 }
