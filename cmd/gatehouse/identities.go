@@ -43,8 +43,11 @@ type identities struct {
 	flag    []identity.Agent
 	holder  *identity.Holder
 	ns      *embedded.Server // nil on an external NATS
-	log     *slog.Logger
-	mu      sync.Mutex // serialises reload
+	// users gives the NATS server a register's users; nil is ns.Reload
+	// (nothing on an external NATS). Tests see the order through it.
+	users func(*identity.Registry) error
+	log   *slog.Logger
+	mu    sync.Mutex // serialises reload
 }
 
 // loadIdentities reads the register and merges the flag's agents; an agent
@@ -81,8 +84,12 @@ func (x *identities) reload() error {
 	// closes it) nor the new one acts until the NATS server has the new
 	// users. If that fails the name stays refused: closed, not open.
 	x.holder.Store(withoutReplaced(x.holder.Load(), reg))
-	if x.ns != nil {
-		if err := x.ns.Reload(reg); err != nil {
+	users := x.users
+	if users == nil && x.ns != nil {
+		users = x.ns.Reload
+	}
+	if users != nil {
+		if err := users(reg); err != nil {
 			x.log.Error("identities not reloaded: the embedded NATS refused the users; the register in force stays", "err", err)
 			return err
 		}
