@@ -27,11 +27,7 @@ type brokerBed struct {
 
 func newBrokerBed(t *testing.T, dir string, journalFor func(jetstream.JetStream) broker.Journal, sinkFor func(*output.Sink) broker.Sink) *brokerBed {
 	t.Helper()
-	ns, err := embedded.Start(embedded.Config{Dir: filepath.Join(dir, "nats"), Port: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(ns.Shutdown)
+	ns := startEmbedded(t, dir)
 	nc, err := ns.Connect(embedded.RoleBroker)
 	if err != nil {
 		t.Fatal(err)

@@ -66,6 +66,17 @@ func (j *orderedJournal) RecordGroup(ctx context.Context, events ...*journal.Eve
 	return err
 }
 
+// startEmbedded starts an embedded NATS with its store in dir/nats.
+func startEmbedded(t *testing.T, dir string) *embedded.Server {
+	t.Helper()
+	ns, err := embedded.Start(embedded.Config{Dir: filepath.Join(dir, "nats"), Port: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(ns.Shutdown)
+	return ns
+}
+
 // fencedBroker is one of several strict brokers on one NATS server, each
 // on its own connection with its own run store (one bucket) and fence.
 type fencedBroker struct {
@@ -130,11 +141,7 @@ func waitPeers(t *testing.T, n int, bs ...*fencedBroker) {
 // and the run is refused from then on by both brokers.
 func TestCloseFencesAnotherBrokersDecision(t *testing.T) {
 	dir := t.TempDir()
-	ns, err := embedded.Start(embedded.Config{Dir: filepath.Join(dir, "nats"), Port: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(ns.Shutdown)
+	ns := startEmbedded(t, dir)
 	o := &streamOrder{}
 	closer := startFencedBroker(t, ns, o)
 	decider := startFencedBroker(t, ns, o)
@@ -196,12 +203,7 @@ func TestCloseFencesAnotherBrokersDecision(t *testing.T) {
 // not answer the close's ask (killed since its last heartbeat) does not
 // hold the close: it is given up after a moment and the run closes.
 func TestCloseGivesUpOnASilentBroker(t *testing.T) {
-	dir := t.TempDir()
-	ns, err := embedded.Start(embedded.Config{Dir: filepath.Join(dir, "nats"), Port: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(ns.Shutdown)
+	ns := startEmbedded(t, t.TempDir())
 	o := &streamOrder{}
 	fb := startFencedBroker(t, ns, o)
 	// A heartbeat of a broker that answers nothing.

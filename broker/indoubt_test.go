@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -148,46 +147,12 @@ func runEvents(t *testing.T, dir, run string) []journal.Event {
 	return evs
 }
 
-// slowDecision records through a real Recorder; the first decision and
-// attempt it records wait for release before they are published, and it
-// keeps the order in which events reached the stream.
-type slowDecision struct {
-	*broker.Recorder
-	held, release chan struct{}
-	once          sync.Once
-	mu            sync.Mutex
-	order         []journal.Type
-}
-
-func (j *slowDecision) note(events ...*journal.Event) {
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	for _, e := range events {
-		j.order = append(j.order, e.Type)
-	}
-}
-
-func (j *slowDecision) Record(ctx context.Context, e *journal.Event) error {
-	err := j.Recorder.Record(ctx, e)
-	j.note(e)
-	return err
-}
-
-func (j *slowDecision) RecordGroup(ctx context.Context, events ...*journal.Event) error {
-	if len(events) > 1 {
-		j.once.Do(func() { close(j.held); <-j.release })
-	}
-	err := j.Recorder.RecordGroup(ctx, events...)
-	j.note(events...)
-	return err
-}
-
 // TestCloseWaitsForADecisionUnderWay: the application closes work while
 // the broker is recording an agent's effect for it. The run.close must
 // follow that decision in the journal (verify reports a decision after a
 // close), and the effect is still answered.
 func TestCloseWaitsForADecisionUnderWay(t *testing.T) {
-	rec := &slowDecision{held: make(chan struct{}), release: make(chan struct{})}
+	rec := &orderedJournal{o: &streamOrder{}, held: make(chan struct{}), release: make(chan struct{})}
 	bed := newBrokerBed(t, t.TempDir(), func(js jetstream.JetStream) broker.Journal {
 		rec.Recorder = broker.NewRecorder(js, 5*time.Second)
 		return rec
@@ -216,10 +181,8 @@ func TestCloseWaitsForADecisionUnderWay(t *testing.T) {
 	if err := <-closed; err != nil {
 		t.Fatalf("close: %v", err)
 	}
-	rec.mu.Lock()
-	defer rec.mu.Unlock()
-	want := []journal.Type{journal.TypeRunOpen, journal.TypeDecision, journal.TypeAttempt, journal.TypeRunClose}
-	if fmt.Sprint(rec.order) != fmt.Sprint(want) {
-		t.Fatalf("recorded in the order %v, want %v", rec.order, want)
+	want := fmt.Sprint([]journal.Type{journal.TypeRunOpen, journal.TypeDecision, journal.TypeAttempt, journal.TypeRunClose})
+	if got := rec.o.String(); got != want {
+		t.Fatalf("recorded in the order %v, want %v", got, want)
 	}
 }
