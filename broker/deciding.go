@@ -14,6 +14,9 @@ const closeWaitsForDecisions = 20 * time.Second
 // a close fence: long past the run store's own news of the close.
 const closedMarkLife = time.Hour
 
+// closedMarkPrune is how often old marks are dropped.
+const closedMarkPrune = time.Minute
+
 // deciding counts, per run, the effects this broker has taken up and not
 // yet recorded the decision (and attempt) of. A run's close waits for
 // them, so that its run.close follows every decision made while the run
@@ -27,7 +30,8 @@ type deciding struct {
 	mu     sync.Mutex
 	n      map[string]int
 	idle   map[string]chan struct{} // closed when the run's count drops to 0
-	closed map[string]time.Time     // runs a fence closed, and when
+	closed map[string]time.Time     // runs being closed or closed (markClosed), and when
+	pruned time.Time                // when closed was last rid of old marks
 }
 
 // enter counts one decision under way for run; the function it returns
@@ -65,19 +69,20 @@ func (d *deciding) enter(run string) (leave func(), closed bool) {
 }
 
 // markClosed marks run closed: every enter from now on says so. Marks
-// older than closedMarkLife are dropped.
+// older than closedMarkLife are dropped (looked for once a minute).
 func (d *deciding) markClosed(run string, now time.Time) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.closed == nil {
 		d.closed = map[string]time.Time{}
 	}
-	if _, ok := d.closed[run]; !ok {
+	if now.Sub(d.pruned) > closedMarkPrune { // amortised: not a walk per close
 		for r, at := range d.closed {
 			if now.Sub(at) > closedMarkLife {
 				delete(d.closed, r)
 			}
 		}
+		d.pruned = now
 	}
 	d.closed[run] = now
 }

@@ -38,3 +38,21 @@ func TestDecidingAfterTheMark(t *testing.T) {
 		t.Fatal("another run reads as closed")
 	}
 }
+
+// TestDecidingForgetsOldMarks: a mark lives closedMarkLife, so the marks
+// of a long-running broker stay bounded by the closes of the last hour.
+func TestDecidingForgetsOldMarks(t *testing.T) {
+	var d deciding
+	t0 := time.Now()
+	d.markClosed("r_old", t0)
+	d.markClosed("r_recent", t0.Add(closedMarkLife-closedMarkPrune))
+	d.markClosed("r_new", t0.Add(closedMarkLife+2*closedMarkPrune))
+	if _, closed := d.enter("r_old"); closed {
+		t.Fatal("a mark older than its life is kept")
+	}
+	for _, r := range []string{"r_recent", "r_new"} {
+		if _, closed := d.enter(r); !closed {
+			t.Fatalf("%s: a mark within its life is dropped", r)
+		}
+	}
+}
