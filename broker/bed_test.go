@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/gatehouse/gatehouse/broker"
@@ -28,6 +29,31 @@ type brokerBed struct {
 func newBrokerBed(t *testing.T, dir string, journalFor func(jetstream.JetStream) broker.Journal, sinkFor func(*output.Sink) broker.Sink) *brokerBed {
 	t.Helper()
 	ns := startEmbedded(t, dir)
+	b, nc, js := strictBroker(t, ns, journalFor, sinkFor)
+	svc, err := broker.Serve(nc, b, broker.ServiceConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = svc.Close() })
+	creds := func(r embedded.Role) string { return embedded.CredsPath(filepath.Join(dir, "nats"), r) }
+	app, err := client.Dial(ns.URL, client.App, creds(embedded.RoleApp))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(app.Close)
+	agent, err := client.Dial(ns.URL, client.Agent, creds(embedded.RoleAgent))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(agent.Close)
+	return &brokerBed{js: js, b: b, app: app, agent: agent}
+}
+
+// strictBroker is a strict broker with the output sink on its own
+// connection to ns (the journal stream and run bucket made if missing),
+// its journal and its sink the test's.
+func strictBroker(t *testing.T, ns *embedded.Server, journalFor func(jetstream.JetStream) broker.Journal, sinkFor func(*output.Sink) broker.Sink) (*broker.Broker, *nats.Conn, jetstream.JetStream) {
+	t.Helper()
 	nc, err := ns.Connect(embedded.RoleBroker)
 	if err != nil {
 		t.Fatal(err)
@@ -51,21 +77,5 @@ func newBrokerBed(t *testing.T, dir string, journalFor func(jetstream.JetStream)
 	if err != nil {
 		t.Fatal(err)
 	}
-	svc, err := broker.Serve(nc, b, broker.ServiceConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = svc.Close() })
-	creds := func(r embedded.Role) string { return embedded.CredsPath(filepath.Join(dir, "nats"), r) }
-	app, err := client.Dial(ns.URL, client.App, creds(embedded.RoleApp))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(app.Close)
-	agent, err := client.Dial(ns.URL, client.Agent, creds(embedded.RoleAgent))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(agent.Close)
-	return &brokerBed{js: js, b: b, app: app, agent: agent}
+	return b, nc, js
 }

@@ -16,7 +16,6 @@ import (
 	"github.com/gatehouse/gatehouse/broker/embedded"
 	"github.com/gatehouse/gatehouse/broker/journal"
 	"github.com/gatehouse/gatehouse/broker/subject"
-	"github.com/gatehouse/gatehouse/policy"
 	"github.com/gatehouse/gatehouse/sinks/output"
 )
 
@@ -88,30 +87,11 @@ type fencedBroker struct {
 
 func startFencedBroker(t *testing.T, ns *embedded.Server, o *streamOrder) *fencedBroker {
 	t.Helper()
-	nc, err := ns.Connect(embedded.RoleBroker)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, _ := jetstream.New(nc)
-	ctx := context.Background()
-	if _, err := journal.EnsureStream(ctx, js, 1); err != nil {
-		t.Fatal(err)
-	}
-	runs, err := broker.OpenKVRuns(ctx, js, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(runs.Stop)
-	out, err := output.New(ctx, js, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	j := &orderedJournal{Recorder: broker.NewRecorder(js, 5*time.Second), o: o}
-	b, err := broker.New(broker.Config{Mode: policy.ModeStrict}, runs, j, policy.Default(), out)
-	if err != nil {
-		t.Fatal(err)
-	}
+	var j *orderedJournal
+	b, nc, _ := strictBroker(t, ns, func(js jetstream.JetStream) broker.Journal {
+		j = &orderedJournal{Recorder: broker.NewRecorder(js, 5*time.Second), o: o}
+		return j
+	}, func(out *output.Sink) broker.Sink { return out })
 	f, err := broker.StartFence(nc, b)
 	if err != nil {
 		t.Fatal(err)
