@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -210,5 +211,53 @@ func TestCloseGivesUpOnASilentBroker(t *testing.T) {
 	want := fmt.Sprint([]journal.Type{journal.TypeRunOpen, journal.TypeRunClose})
 	if got := o.String(); got != want {
 		t.Fatalf("recorded %v, want %v", got, want)
+	}
+}
+
+// TestAnAgentCannotFenceARun: the close fence's subjects are the brokers'.
+// An agent that forges an ask to quiesce a run (to have the brokers refuse
+// its effects) is refused by the NATS server, and the run goes on.
+func TestAnAgentCannotFenceARun(t *testing.T) {
+	dir := t.TempDir()
+	ns := startEmbedded(t, dir)
+	fb := startFencedBroker(t, ns, &streamOrder{})
+	svc, err := broker.Serve(fb.nc, fb.b, broker.ServiceConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = svc.Close() })
+	creds := func(r embedded.Role) string { return embedded.CredsPath(filepath.Join(dir, "nats"), r) }
+	app, err := client.Dial(ns.URL, client.App, creds(embedded.RoleApp))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(app.Close)
+	agent, err := client.Dial(ns.URL, client.Agent, creds(embedded.RoleAgent))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(agent.Close)
+	ctx := context.Background()
+	run, err := app.OpenWork(ctx, broker.OpenWork{Tenant: "acme", Person: "ada"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc := agent.Conn()
+	ask := []byte(`{"run":"` + run + `","from":"b_forged"}`)
+	_ = nc.PublishRequest(subject.RunQuiesce, nats.NewInbox(), ask)
+	_ = nc.Publish(subject.BrokersHello, []byte(`{"id":"b_forged"}`))
+	_ = nc.Flush()
+	deadline := time.Now().Add(5 * time.Second)
+	for nc.LastError() == nil && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err := nc.LastError(); err == nil || !strings.Contains(strings.ToLower(err.Error()), "permissions violation") {
+		t.Fatalf("the server let an agent publish on the brokers' fence subjects: %v", err)
+	}
+	if len(fb.fence.Peers()) != 0 {
+		t.Fatalf("a forged heartbeat made a peer: %v", fb.fence.Peers())
+	}
+	if _, err := agent.Output(ctx, run, "ok", 1); err != nil {
+		t.Fatalf("an effect after a forged ask: %v", err)
 	}
 }
