@@ -91,6 +91,23 @@ func (OSFS) Lock(name string) (io.Closer, error) {
 	return f, nil
 }
 
+// roomTeller is an FS that can say how many bytes are free on the
+// filesystem holding dir (for an unprivileged writer).
+type roomTeller interface {
+	Room(dir string) (int64, error)
+}
+
+var _ roomTeller = OSFS{}
+
+// Room is statfs(2)'s available blocks times their size.
+func (OSFS) Room(dir string) (int64, error) {
+	var st unix.Statfs_t
+	if err := unix.Statfs(dir, &st); err != nil {
+		return 0, err
+	}
+	return int64(st.Bavail) * int64(st.Bsize), nil
+}
+
 type osFile struct{ *os.File }
 
 func (f osFile) Datasync() error {

@@ -96,7 +96,7 @@ func FuzzLogRecords(f *testing.F) {
 	f.Add(good[:len(good)-3], uint64(7))
 	f.Fuzz(func(t *testing.T, b []byte, seg uint64) {
 		var again []byte
-		err := readRecords(b, seg, func(entries []walEntry) error {
+		end, err := readRecords(b, seg, func(entries []walEntry) error {
 			for _, e := range entries {
 				if e.kind == walRun && !ValidRunID(e.run) {
 					t.Fatalf("accepted run id %q", e.run)
@@ -106,8 +106,8 @@ func FuzzLogRecords(f *testing.F) {
 			again = appendRecord(again, seg, entries)
 			return nil
 		})
-		if err == nil && !bytes.HasPrefix(b, again) {
-			t.Fatalf("accepted records do not encode back to the segment's bytes")
+		if err == nil && (!bytes.HasPrefix(b, again) || end != len(again)) {
+			t.Fatalf("accepted records (said to end at %d of %d) do not encode back to the segment's bytes", end, len(again))
 		}
 	})
 }

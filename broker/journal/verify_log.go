@@ -38,7 +38,7 @@ func readLog(dir string) *logOverlay {
 		if err != nil {
 			continue
 		}
-		_ = readRecords(b, nums[i], func(entries []walEntry) error {
+		_, _ = readRecords(b, nums[i], func(entries []walEntry) error {
 			for _, e := range entries {
 				seq := e.first
 				_ = eachLine(e.lines, func(l []byte) error {

@@ -39,9 +39,11 @@ import (
 // fdatasync that commits no filesystem metadata and so does not also
 // flush every run file written since (ext4's ordered mode would). A
 // length of 0, a short record, a bad CRC, or a record of another segment
-// number (what a reused segment held before) ends a segment. Where the
-// space cannot be written ahead (a nearly full disk) a segment is
-// appended to instead. Segments start at 1 MiB and double, up to 32 MiB,
+// number (what a reused segment held before) ends a segment. A segment
+// is written ahead only within a quarter of the room left on its disk;
+// where there is less (a nearly full disk) it is appended to instead, and
+// recovery cuts a segment to the end of its records before re-applying
+// them, so a log never holds the room its own lines need. Segments start at 1 MiB and double, up to 32 MiB,
 // while they fill faster than the sync empties them. Re-applying is
 // idempotent: an entry appends to its file only the lines whose seq is
 // beyond the file's last complete line.
@@ -95,30 +97,34 @@ var errBadRecord = errors.New("journal: log: not a record")
 
 // readRecords calls fn for every record of segment seg's bytes, in order,
 // and stops at the first that is not whole and intact, or is another
-// segment's (the end).
-func readRecords(b []byte, seg uint64, fn func(entries []walEntry) error) error {
-	for len(b) >= walHeader {
-		size := binary.LittleEndian.Uint32(b)
-		if size == 0 || uint64(size) > uint64(len(b)-walHeader) {
-			return nil
+// segment's (the end). It returns the offset just past the last record
+// read: what follows is zeros written ahead, or what a reused segment
+// held before.
+func readRecords(b []byte, seg uint64, fn func(entries []walEntry) error) (int, error) {
+	end := 0
+	for len(b)-end >= walHeader {
+		r := b[end:]
+		size := binary.LittleEndian.Uint32(r)
+		if size == 0 || uint64(size) > uint64(len(r)-walHeader) {
+			return end, nil
 		}
-		payload := b[walHeader : walHeader+int(size)]
-		if crc32.Checksum(payload, crc32c) != binary.LittleEndian.Uint32(b[4:]) {
-			return nil
+		payload := r[walHeader : walHeader+int(size)]
+		if crc32.Checksum(payload, crc32c) != binary.LittleEndian.Uint32(r[4:]) {
+			return end, nil
 		}
 		n, entries, err := parseRecord(payload)
 		if err != nil {
-			return err
+			return end, err
 		}
 		if n != seg {
-			return nil // what a reused segment held before
+			return end, nil // what a reused segment held before
 		}
 		if err := fn(entries); err != nil {
-			return err
+			return end, err
 		}
-		b = b[walHeader+int(size):]
+		end += walHeader + int(size)
 	}
-	return nil
+	return end, nil
 }
 
 func parseRecord(p []byte) (uint64, []walEntry, error) {
@@ -315,7 +321,7 @@ func (w *Writer) newSegment(need int64) error {
 	size := max(w.segSize, (need+walMinSegment-1)/walMinSegment*walMinSegment)
 	f, capacity, err := w.takeSpare(path, need)
 	if err == nil && f == nil {
-		f, capacity, err = w.writeAhead(path, size)
+		f, capacity, err = w.writeAhead(path, w.roomFor(logDir, size, need))
 	}
 	if err != nil {
 		return fmt.Errorf("log: %w", err)
@@ -352,6 +358,34 @@ func (w *Writer) takeSpare(path string, need int64) (File, int64, error) {
 		return f, fi.Size(), nil
 	}
 	return nil, 0, nil
+}
+
+// walRoomShare: a segment written ahead takes at most this share of the
+// room left on the log's filesystem. On a nearly full disk the zeros of
+// a 32 MiB segment would otherwise take the room the run files need for
+// the very lines the segment holds.
+const walRoomShare = 4
+
+// roomFor returns how much of a new segment to write ahead: size, or less
+// when the filesystem (if the FS can tell) has little room; 0 (appended
+// to) when even need would take more than its share.
+func (w *Writer) roomFor(dir string, size, need int64) int64 {
+	fs, ok := w.fs.(roomTeller)
+	if !ok {
+		return size
+	}
+	free, err := fs.Room(dir)
+	if err != nil {
+		return size
+	}
+	share := free / walRoomShare / walMinSegment * walMinSegment
+	if share >= size {
+		return size
+	}
+	if share < need {
+		return 0
+	}
+	return share
 }
 
 // writeAhead creates path and writes size zero bytes into it, fsynced;
@@ -448,11 +482,18 @@ func (w *Writer) recoverLog() error {
 	}
 	applied := 0
 	for i, name := range names {
-		b, err := readSegment(w.fs, filepath.Join(logDir, name))
+		path := filepath.Join(logDir, name)
+		b, err := readSegment(w.fs, path)
 		if err != nil {
 			return err
 		}
-		err = readRecords(b, nums[i], func(entries []walEntry) error {
+		capacity := int64(len(b))
+		if cut, err := w.giveBackTail(path, b, nums[i]); err != nil {
+			return fmt.Errorf("log %s: %w", name, err)
+		} else if cut {
+			capacity = 0 // no longer written ahead: removed, not kept, once applied
+		}
+		_, err = readRecords(b, nums[i], func(entries []walEntry) error {
 			for _, e := range entries {
 				n, err := w.redo(e)
 				if errors.Is(err, ErrCorruptRun) {
@@ -472,7 +513,7 @@ func (w *Writer) recoverLog() error {
 		if err != nil {
 			return fmt.Errorf("log %s: %w", name, err)
 		}
-		w.walSealed = append(w.walSealed, sealedSegment{name: name, cap: int64(len(b))})
+		w.walSealed = append(w.walSealed, sealedSegment{name: name, cap: capacity})
 	}
 	if applied > 0 {
 		w.log.Warn("journal: re-applied lines from the writer's log (the last writer stopped without closing)", "lines", applied, "segments", len(names))
@@ -483,6 +524,32 @@ func (w *Writer) recoverLog() error {
 	// The runs are re-read from their files when next touched.
 	w.closeRuns()
 	return nil
+}
+
+// giveBackTail cuts a segment found at recovery to the end of its
+// records, before its lines are re-applied. A segment is written ahead
+// (up to walMaxSegment of zeros), and a writer that failed on a full disk
+// leaves the room it took there; without this the lines it holds could
+// never be written to their files, and every reopen failed again even
+// once the disk had room for them. Only zeros, or what a reused segment
+// held before, are cut.
+func (w *Writer) giveBackTail(path string, b []byte, n uint64) (bool, error) {
+	end, err := readRecords(b, n, func([]walEntry) error { return nil })
+	if err != nil || end == len(b) {
+		return false, err
+	}
+	f, err := w.fs.OpenFile(path, os.O_RDWR, fileMode)
+	if err != nil {
+		return false, err
+	}
+	err = f.Truncate(int64(end))
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err == nil, err
 }
 
 // walUnapplied holds, per run, lines of the log that could not be
