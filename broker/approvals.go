@@ -52,7 +52,7 @@ func (b *Broker) gateApproval(ctx context.Context, run *Run, req *EffectRequest,
 	digest, args, err := act.Digest()
 	if err != nil {
 		reply.Error = errorBody(fmt.Errorf("%w: %v", ErrBadRequest, err))
-		return refuseWith(d, "approval", "The action's params cannot be bound to an approval; send params as a JSON object."), nil
+		return refuseWith(d, "approval", "The action's params cannot be bound to an approval; send params as a JSON object with each key written once (not twice in another case)."), nil
 	}
 	g := &gate{digest: digest}
 	cur, err := b.approvals.Find(ctx, run.ID, digest)

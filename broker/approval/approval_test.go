@@ -416,3 +416,27 @@ func TestSignedAssertionBeforeReopenRefused(t *testing.T) {
 		t.Fatalf("a new assertion after the reopen: %+v %v", got, err)
 	}
 }
+
+// TestActionDigestRefusesKeysOneDecoderReadsAsOne: keys equal after case
+// folding (at any depth, the Kelvin sign's "key" too) cannot be bound:
+// encoding/json reads them as one field, the last one written, so their
+// order would choose what runs under one digest. Keys that differ
+// otherwise, and one key in another case alone, still bind.
+func TestActionDigestRefusesKeysOneDecoderReadsAsOne(t *testing.T) {
+	for _, p := range []string{
+		`{"body":{"amount":"1"},"BODY":{"amount":"9"}}`,
+		`{"key":"a","\u212aey":"b"}`,
+		`{"files":{"x":{"Path":"a","path":"b"}}}`,
+		`{"list":[{"to":"a"},{"to":"b","TO":"c"}]}`,
+		`{"caf\u00e9":1,"cafe\u0301":2}`,
+	} {
+		if _, _, err := (Action{Sink: "provider", Action: "call", Run: "r1", Params: json.RawMessage(p)}).Digest(); !errors.Is(err, ErrBadAction) {
+			t.Errorf("%s: %v, want ErrBadAction", p, err)
+		}
+	}
+	for _, p := range []string{`{"BODY":{"amount":"1"}}`, `{"body":1,"bodies":2}`, `{"a":{"k":1},"b":{"K":2}}`} {
+		if _, _, err := (Action{Sink: "provider", Action: "call", Run: "r1", Params: json.RawMessage(p)}).Digest(); err != nil {
+			t.Errorf("%s: %v", p, err)
+		}
+	}
+}
