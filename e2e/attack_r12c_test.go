@@ -1,12 +1,17 @@
 package e2e
 
 import (
+	"encoding/json"
 	"net/http/httptest"
 	"strings"
 	"testing"
 
 	"github.com/gatehouse/gatehouse/broker"
 	"github.com/gatehouse/gatehouse/broker/approval"
+	"github.com/gatehouse/gatehouse/broker/journal"
+	"github.com/gatehouse/gatehouse/broker/subject"
+	"github.com/gatehouse/gatehouse/policy"
+	"github.com/gatehouse/gatehouse/sinks/code"
 )
 
 // Attacks of round 12c on the trust boundary (issue 12): places where an
@@ -69,5 +74,105 @@ func TestAttackApprovalKeyOrderSwap(t *testing.T) {
 	}
 	if got := approvalShow(t, data, h.Decision.Approval); got.State != approval.StatePending {
 		t.Fatalf("honest payment's approval: %+v", got)
+	}
+}
+
+// register stores source as integration name from run as agent id, and
+// returns the reply and error.
+func (a *identityAttack) register(id, run, name, source string) (*broker.EffectReply, error) {
+	a.t.Helper()
+	params, _ := json.Marshal(code.RegisterParams{Name: name, Program: "python3", Source: source, Effect: policy.EffectRead})
+	return a.agent(id).Effect(a.ctx(), policy.SinkCode, broker.EffectRequest{Run: run, Action: "register", Params: params})
+}
+
+// stored reads integration name's entry from the registry bucket.
+func (a *identityAttack) stored(name string) code.Integration {
+	a.t.Helper()
+	kv, err := a.js.KeyValue(a.ctx(), subject.IntegrationsBucket)
+	must(a.t, err)
+	e, err := kv.Get(a.ctx(), name)
+	must(a.t, err)
+	var in code.Integration
+	must(a.t, json.Unmarshal(e.Value(), &in))
+	return in
+}
+
+// TestAttackRegistryHijack: the integration registry is one namespace for
+// every tenant, and storing an entry replaced whatever held the name. So
+// an agent of tenant acme replaced the integration an agent of tenant
+// globex had stored, and every later run of it in globex's work ran
+// acme's agent's code. A name is held by the tenant whose work stored it:
+// another tenant's work storing under it is refused, and the entry keeps
+// its source and registrar.
+func TestAttackRegistryHijack(t *testing.T) {
+	a := startAttackWith(t, registryRules)
+	const honest, hostile = "print('globex report')\n", "print('acme was here')\n"
+	if r, err := a.register("alice", a.runs["alice"], "report", honest); err != nil || r.Decision.Outcome != journal.OutcomeAllowed {
+		t.Fatalf("alice registers: %+v %v", r, err)
+	}
+	before := a.stored("report")
+	r, err := a.register("bob", a.runs["bob"], "report", hostile)
+	if codeOf(err) != broker.CodeBadRequest {
+		t.Errorf("another tenant's agent stored over globex's integration: %+v %v", r, err)
+	}
+	after := a.stored("report")
+	if after.Digest != before.Digest || after.StoredBy != before.StoredBy {
+		t.Errorf("globex's integration was replaced: before %+v, after %+v", before.StoredBy, after.StoredBy)
+	}
+	// Its own tenant's work may store a new version.
+	if r, err := a.register("alice", a.runs["alice"], "report", honest+"print('v2')\n"); err != nil || r.Decision.Outcome != journal.OutcomeAllowed {
+		t.Fatalf("alice stores a new version: %+v %v", r, err)
+	}
+	if got := a.stored("report"); got.Digest == before.Digest || got.StoredBy.Tenant != "globex" {
+		t.Fatalf("alice's new version: %+v", got)
+	}
+}
+
+// TestAttackRegistryLaunderedUnderApproval: an approval of a run of a
+// stored integration was bound to its params, the integration's name,
+// and not to the code the name resolves to. So an agent had a harmless
+// integration's run approved, stored other code under the name, and ran
+// that under the approval. The approval is bound to the resolved source
+// too: the run of the new code is held again, and the approval given for
+// the old one is not used.
+func TestAttackRegistryLaunderedUnderApproval(t *testing.T) {
+	keys := t.TempDir()
+	pub, priv := backendKey(t, inDir(t, keys))
+	a := startAttackWith(t, `effects:
+  - name: code-here
+    decision: allow
+    match: {sink: code}
+approvals:
+  - name: code-runs
+    match: {sink: code, action: run}
+    roles: [ops]
+`, "--approval-key", pub)
+	run := a.runs["bob"]
+	if r, err := a.register("bob", run, "tidy", "print('tidy')\n"); err != nil || r.Decision.Outcome != journal.OutcomeAllowed {
+		t.Fatalf("register: %+v %v", r, err)
+	}
+	p, _ := json.Marshal(code.Params{Integration: "tidy"})
+	req := broker.EffectRequest{Run: run, Action: "run", Params: p}
+	bob := a.agent("bob")
+	held, err := bob.Effect(a.ctx(), policy.SinkCode, req)
+	if codeOf(err) != broker.CodeApprovalRequired || held == nil || held.Decision == nil || held.Decision.Approval == "" {
+		t.Fatalf("gated run: %+v %v", held, err)
+	}
+	id := held.Decision.Approval
+	if r := gh(t, "approve", "approve", id, "--data-dir", a.data, "--key", priv, "--approver", "rita", "--role", "ops", "--reason", "tidy checked"); r.code != 0 {
+		t.Fatalf("approve: exit %d %s %s", r.code, r.stdout, r.stderr)
+	}
+	if r, err := a.register("bob", run, "tidy", "print('not tidy at all')\n"); err != nil || r.Decision.Outcome != journal.OutcomeAllowed {
+		t.Fatalf("register again: %+v %v", r, err)
+	}
+	ran, err := bob.Effect(a.ctx(), policy.SinkCode, req)
+	if codeOf(err) != broker.CodeApprovalRequired || ran == nil || ran.Decision == nil || ran.Decision.Approval == id {
+		t.Errorf("other code ran under the approval of %s: %+v %v", id, ran, err)
+		if ran != nil {
+			t.Logf("result: %s", ran.Result)
+		}
+	}
+	if got := approvalShow(t, a.data, id); got.State != approval.StateApproved || got.Claim != nil {
+		t.Errorf("the approval of the old code was used: %s %+v", got.State, got.Claim)
 	}
 }

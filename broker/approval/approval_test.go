@@ -4,6 +4,8 @@ import (
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -439,4 +441,26 @@ func TestActionDigestRefusesKeysOneDecoderReadsAsOne(t *testing.T) {
 			t.Errorf("%s: %v", p, err)
 		}
 	}
+}
+
+// TestActionDigestBindsWhatWasResolved: what the sink resolved beyond the
+// params is part of the binding; without it the digest is as before.
+func TestActionDigestBindsWhatWasResolved(t *testing.T) {
+	a := Action{Sink: "code", Action: "run", Run: "r1", Params: json.RawMessage(`{"integration":"tidy"}`)}
+	b, c := a, a
+	b.Resolved, c.Resolved = "sha256:aa", "sha256:bb"
+	da, _, _ := a.Digest()
+	db, _, _ := b.Digest()
+	dc, _, _ := c.Digest()
+	if da == db || db == dc {
+		t.Errorf("the resolved source does not change the digest: %s %s %s", da, db, dc)
+	}
+	if da != "sha256:"+sha256Hex(`{"action":"run","params":{"integration":"tidy"},"run":"r1","sink":"code"}`) {
+		t.Errorf("an action with nothing resolved changed its digest: %s", da)
+	}
+}
+
+func sha256Hex(s string) string {
+	sum := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(sum[:])
 }

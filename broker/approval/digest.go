@@ -26,12 +26,18 @@ type Action struct {
 	Action string          `json:"action"`
 	Run    string          `json:"run"`
 	Params json.RawMessage `json:"params"`
+	// Resolved is the digest of what the sink resolved beyond the params
+	// (broker.Proposal.Resolved: a stored integration's source), "" for
+	// none; it is left out of the canonical form when empty, so actions
+	// without one keep their digest.
+	Resolved string `json:"resolved,omitempty"`
 }
 
 // Digest returns "sha256:<hex>" over the RFC 8785 canonical JSON of a, and
 // the arguments as a person is shown them (top-level params, sorted by
 // name, each value as canonical JSON). Two actions have the same digest
-// exactly when sink, action, run and every param are equal as JSON values:
+// exactly when sink, action, run, what was resolved and every param are
+// equal as JSON values:
 // key order, whitespace and number spelling do not matter; any other
 // difference does. Missing params are the empty object.
 //
