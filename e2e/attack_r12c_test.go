@@ -176,3 +176,36 @@ approvals:
 		t.Errorf("the approval of the old code was used: %s %+v", got.State, got.Claim)
 	}
 }
+
+// TestAttackRegistryCrossTenantRun: with one registry namespace for every
+// tenant, an agent of acme stored code under a name globex's agent was
+// going to run, and globex's run carried out acme's agent's code, in
+// globex's work (its gateway, its person's credentials). An entry another
+// tenant's work stored is not found from this tenant's work: nothing runs,
+// nothing is decided.
+func TestAttackRegistryCrossTenantRun(t *testing.T) {
+	a := startAttackWith(t, `effects:
+  - name: code-here
+    decision: allow
+    match: {sink: code}
+`)
+	if r, err := a.register("bob", a.runs["bob"], "erp-remind", "print('acme code')\n"); err != nil || r.Decision.Outcome != journal.OutcomeAllowed {
+		t.Fatalf("bob registers: %+v %v", r, err)
+	}
+	p, _ := json.Marshal(code.Params{Integration: "erp-remind"})
+	run := a.runs["alice"]
+	r, err := a.agent("alice").Effect(a.ctx(), policy.SinkCode, broker.EffectRequest{Run: run, Action: "run", Params: p})
+	if codeOf(err) != broker.CodeBadRequest {
+		t.Errorf("globex's run ran acme's stored code: %+v %v", r, err)
+		if r != nil {
+			t.Logf("result: %s", r.Result)
+		}
+	}
+	for _, d := range runDecisions(t, a.data, run, 1) {
+		t.Errorf("decided in globex's run: %+v", d)
+	}
+	// acme's own work runs it.
+	if r, err := a.agent("bob").Effect(a.ctx(), policy.SinkCode, broker.EffectRequest{Run: a.runs["bob"], Action: "run", Params: p}); err != nil || r.Decision.Outcome != journal.OutcomeAllowed {
+		t.Fatalf("acme's run of its own integration: %+v %v", r, err)
+	}
+}

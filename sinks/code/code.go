@@ -103,7 +103,9 @@
 // over what shipped or registry work stored, storing under it is a bad
 // request, refused before it is decided and again, as one compare-and-set,
 // when the entry is written; an operator's entry (no tenant) is replaced
-// by no agent's work. An approval of a run of a stored integration is bound
+// by no agent's work. An entry another tenant's work stored does not run
+// in this tenant's work (as if there were none); an operator's entry runs
+// in anyone's. An approval of a run of a stored integration is bound
 // to the source the name resolved to (broker.Proposal.Resolved), so code
 // stored under the name after the approval asks again.
 package code
@@ -312,6 +314,11 @@ func (s *Sink) Describe(ctx context.Context, run *broker.Run, req *broker.Effect
 		in, src, err := s.stored(ctx, p.Integration)
 		if err != nil {
 			return nil, err
+		}
+		if t := in.StoredBy.Tenant; t != "" && t != run.For.Tenant {
+			// Another tenant's work stored it: its code is that work's
+			// words, not this tenant's, and the name says nothing of it.
+			return nil, fmt.Errorf("%w: %w: %q", broker.ErrBadRequest, ErrNoIntegration, p.Integration)
 		}
 		stored, p.Program, p.Source = in, in.Program, string(src)
 		// Stored code is held as registry code, whoever runs it, and never
