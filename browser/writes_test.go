@@ -3,8 +3,13 @@ package browser_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"net/url"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/gatehouse/gatehouse/broker"
@@ -82,4 +87,53 @@ func TestWritesNoted(t *testing.T) {
 		t.Fatalf("a POST whose note failed reached the site %d times", c)
 	}
 	env.Verify(t)
+}
+
+// TestWebSocketNoted: a ws:// WebSocket a page opens to its own site (a
+// read as far as sends go, piped as a tunnel the proxy does not read) is
+// noted as a write to that site before it is connected; when the note
+// fails the site never sees the handshake.
+func TestWebSocketNoted(t *testing.T) {
+	var handshakes atomic.Int32
+	site := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/ws" {
+			handshakes.Add(1)
+			webSocket(w, r)
+			return
+		}
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		fmt.Fprint(w, `<!doctype html><h1 id="t">ui</h1>
+<button id="ws" onclick="const ws = new WebSocket(location.origin.replace('http', 'ws') + '/ws'); ws.onopen = () => { ws.send('set iban'); document.getElementById('t').textContent = 'open'; }; ws.onerror = () => { document.getElementById('t').textContent = 'failed'; }">ws</button>`)
+	}))
+	defer site.Close()
+	env := start(t, policy.ModeStrict, "")
+	rec := &writeRecorder{}
+	pool.NoteWrites(rec)
+	t.Cleanup(func() { pool.NoteWrites(nil) })
+	run := openRun(t, env)
+	state := func() string {
+		r := do(t, env, run, browser.ActionText, map[string]any{"selector": "#t"})
+		return string(r.Result)
+	}
+	do(t, env, run, browser.ActionGoto, map[string]any{"url": site.URL + "/"})
+	do(t, env, run, browser.ActionClick, map[string]any{"selector": "#ws"})
+	waitFor(t, "the WebSocket to open", func() bool { return strings.Contains(state(), "open") })
+	n := rec.seen()
+	if len(n) != 1 || n[0].run != run || n[0].target.Host != hostOf(site) {
+		t.Fatalf("notes = %+v, want one for %s", n, hostOf(site))
+	}
+
+	rec.mu.Lock()
+	rec.fail = true
+	rec.mu.Unlock()
+	before := handshakes.Load()
+	do(t, env, run, browser.ActionGoto, map[string]any{"url": site.URL + "/"})
+	do(t, env, run, browser.ActionClick, map[string]any{"selector": "#ws"})
+	waitFor(t, "the WebSocket to fail", func() bool { return strings.Contains(state(), "failed") })
+	if len(rec.seen()) != 2 {
+		t.Fatalf("notes = %+v, want a second", rec.seen())
+	}
+	if handshakes.Load() != before {
+		t.Fatal("a WebSocket whose note failed reached the site")
+	}
 }
