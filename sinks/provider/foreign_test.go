@@ -177,3 +177,28 @@ func TestNoteWriteElsewhereFailsClosed(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkNoteWriteTo is what a browser form post or an MCP tools/call
+// to the ERP's server waits for before it leaves: the server comparison and
+// two AnyPath marks (workflow and agent) stored in the JetStream KV record
+// store of an embedded NATS server. The miss (another server) is the
+// comparison alone.
+func BenchmarkNoteWriteTo(b *testing.B) {
+	s := start(b, policy.ModeStrict, opts{grounding: groundingYAML})
+	hit, _ := url.Parse(s.erp.srv.URL + "/ui/suppliers/S-1")
+	miss, _ := url.Parse("https://example.com/form")
+	run := &broker.Run{ID: "wf-bench", Agent: "bench"}
+	for _, tc := range []struct {
+		name   string
+		target *url.URL
+	}{{"erp-server", hit}, {"other-server", miss}} {
+		b.Run(tc.name, func(b *testing.B) {
+			ctx := ctxT(b)
+			for b.Loop() {
+				if err := s.sink.NoteWriteTo(ctx, run, tc.target); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
