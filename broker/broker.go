@@ -131,10 +131,10 @@ type Broker struct {
 	approvals    Approvals
 	approvalLife time.Duration
 	requests     *RequestIDs
-	identities Identities
-	later      inflight              // outcomes being recorded after their reply (record.go)
-	fence      atomic.Pointer[Fence] // the other brokers' decisions, for a close (fence.go)
-	floods     refusalFlood          // budgets of caller refusals' records (refusalflood.go)
+	identities   Identities
+	later        inflight              // outcomes being recorded after their reply (record.go)
+	fence        atomic.Pointer[Fence] // the other brokers' decisions, for a close (fence.go)
+	floods       refusalFlood          // budgets of caller refusals' records (refusalflood.go)
 }
 
 // New returns a broker deciding under p. Sinks are looked up by Name.
