@@ -27,7 +27,6 @@ import (
 	"github.com/gatehouse/gatehouse/broker/embedded"
 	"github.com/gatehouse/gatehouse/broker/identity"
 	"github.com/gatehouse/gatehouse/broker/journal"
-	"github.com/gatehouse/gatehouse/broker/subject"
 	"github.com/gatehouse/gatehouse/policy"
 )
 
@@ -211,18 +210,11 @@ func (e *Env) Drain(t testing.TB) {
 	if err := e.Broker.Flush(ctx); err != nil { // outcomes recorded after their replies
 		t.Fatal(err)
 	}
-	var last uint64
-	if st, err := e.JS.Stream(ctx, subject.JournalStream); err == nil {
-		if info, err := st.Info(ctx); err == nil {
-			last = info.State.LastSeq
-		}
-	}
 	for {
-		cons, err := e.JS.Consumer(ctx, subject.JournalStream, subject.JournalConsumer)
-		if err == nil {
-			if info, err := cons.Info(ctx); err == nil && info.AckFloor.Stream >= last && info.NumPending == 0 && info.NumAckPending == 0 {
-				return
-			}
+		// Everything the stream holds now acknowledged by the writer (its
+		// ack floor at the stream's last sequence, nothing pending).
+		if l, err := broker.ReadJournalLag(ctx, e.JS); err == nil && l.Lag == 0 && l.Pending == 0 {
+			return
 		}
 		select {
 		case <-ctx.Done():
