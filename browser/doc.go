@@ -153,6 +153,20 @@
 // path: one that neither HTTP nor WebDAV defines is named "EXTENSION"
 // (ExtensionMethod) in the effect and the journal.
 //
+// # Writes and grounding
+//
+// With Pool.NoteWrites (serve passes the provider sink), every request the
+// proxy sends on that can change state on its server is first told to the
+// WriteNoter (writes.go), so a record read through the provider sink after
+// the agent changed it in a site's web UI grounds no payment: a method
+// other than GET, HEAD and OPTIONS, an upgrade, a wss:// WebSocket, and
+// every tunnel the proxy pipes without reading its requests (a ws://
+// WebSocket, TURN, mode off's blind CONNECT). It is told at forward, after
+// the request was decided (and so also in report mode, and in mode off).
+// A write that cannot be noted is refused (403, or the tunnel closed)
+// and logged as the proxy's other refusals are. A GET that changes state
+// is the site's bug and is not noted: a read marks nothing.
+//
 // # Data in a read
 //
 // A read (GET, HEAD) of another site carries data when the page put some

@@ -311,8 +311,14 @@ func (px *proxy) interceptWebSocket(w http.ResponseWriter, r *http.Request, auth
 
 // webSocket sends the handshake r to the site over TLS and pipes the
 // connection both ways until either side closes; when st is set it counts
-// and digests the frames the page sends.
+// and digests the frames the page sends. It is noted as a write first
+// (writes.go), and refused when it cannot be.
 func (px *proxy) webSocket(w http.ResponseWriter, r *http.Request, authority string, st *tunnelStats) {
+	if err := px.noteTunnel(authority, true); err != nil {
+		px.writeRefused(authority, err)
+		refuse(w, r)
+		return
+	}
 	name, _, err := net.SplitHostPort(authority)
 	if err != nil {
 		name = authority

@@ -124,6 +124,7 @@ type Pool struct {
 	log     *slog.Logger
 	now     func() time.Time
 	decider atomic.Pointer[deciderBox]
+	noter   atomic.Pointer[WriteNoter] // NoteWrites; writes.go
 
 	base   context.Context // ends at Close; bounds sends being decided
 	cancel context.CancelFunc

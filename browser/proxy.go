@@ -327,7 +327,16 @@ func (px *proxy) decide(d Decider, snd *send) bool {
 }
 
 // forward sends r on, with info for the rewrite and the response.
+// A request that can change state is noted first (writes.go), and refused
+// when it cannot be.
 func (px *proxy) forward(w http.ResponseWriter, r *http.Request, info *fwdInfo) {
+	if changesState(r) {
+		if err := px.noteWrite(r.Context(), r.URL); err != nil {
+			px.writeRefused(r.URL.Host, err)
+			refuse(w, r)
+			return
+		}
+	}
 	px.fwd.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), fwdKey{}, info)))
 }
 
@@ -642,8 +651,14 @@ func (px *proxy) accept(w http.ResponseWriter) (net.Conn, *bufio.Reader, bool) {
 
 // pipe connects an accepted tunnel to authority (over TLS when tlsUp,
 // verifying the site) and copies both ways until either side closes; it
-// untracks conn.
+// untracks conn. What it carries is not read, so it is noted as a write
+// first (writes.go); one that cannot be noted is closed unsent.
 func (px *proxy) pipe(conn net.Conn, br *bufio.Reader, authority string, tlsUp bool, st *tunnelStats) {
+	if err := px.noteTunnel(authority, tlsUp); err != nil {
+		px.writeRefused(authority, err)
+		px.untrack(conn)
+		return
+	}
 	var up net.Conn
 	var err error
 	if tlsUp {

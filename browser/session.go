@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/mxschmitt/playwright-go"
+
+	"github.com/gatehouse/gatehouse/broker"
 )
 
 // session is one run's BrowserContext and the page the agent drives.
@@ -17,11 +19,14 @@ import (
 // Lock order: act before mu; mu and actMu are leaves (nothing else is
 // locked while one is held, and never both).
 type session struct {
-	run  string
-	act  sync.Mutex   // serializes the agent's actions on this run
-	busy atomic.Int32 // actions in progress; the reaper skips busy sessions
-	used atomic.Int64 // unix nanoseconds of the last action
-	url  atomic.Pointer[string]
+	run string
+	// owner is the run itself, set by each action, for noting its
+	// writes (writes.go).
+	owner atomic.Pointer[broker.Run]
+	act   sync.Mutex   // serializes the agent's actions on this run
+	busy  atomic.Int32 // actions in progress; the reaper skips busy sessions
+	used  atomic.Int64 // unix nanoseconds of the last action
+	url   atomic.Pointer[string]
 
 	// lastSeen is when the run's proxy last saw a request arrive (unix
 	// nanoseconds): the settle barrier waits for it to grow quiet.

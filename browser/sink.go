@@ -261,6 +261,7 @@ func (p *Pool) perform(ctx context.Context, r *broker.Run, req *broker.EffectReq
 		return nil, ErrNoPage
 	}
 	defer p.release(s)
+	s.owner.Store(r)
 	s.act.Lock()
 	defer s.act.Unlock()
 	var page playwright.Page

@@ -103,9 +103,11 @@ servers:
     command: ["./mcpupstream"]
     files: {mcpupstream: `+up+`, desc.txt: `+desc+`}
     auth: {type: env, env: UPSTREAM_TOKEN}
+    reaches: []
   - name: notes-http
     url: `+httpURL+`
     auth: {type: bearer}
+    reaches: []
 `),
 		"--providers", write("providers.yaml", `
 providers:

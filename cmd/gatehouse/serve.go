@@ -592,6 +592,7 @@ func openSinks(ctx context.Context, js jetstream.JetStream, c *serveConfig, sb *
 	s.closers = append(s.closers, func() error { prov.Close(); return nil })
 	s.sinks = append(s.sinks, prov)
 	s.bind = append(s.bind, func(b *broker.Broker) { prov.RouteRereads(b) })
+	pool.NoteWrites(prov) // the browser's writes to a provider's server count against grounding
 	return s, nil
 }
 

@@ -94,6 +94,9 @@ type Server struct {
 	// CallTimeoutSeconds bounds one call (default 60).
 	CallTimeoutSeconds int                   `yaml:"call_timeout_seconds,omitempty"`
 	Tools              map[string]ToolPolicy `yaml:"tools,omitempty"`
+	// Reaches are the providers (of --providers) the server can change
+	// records of; nil is every one, and [] none (grounding.go).
+	Reaches *[]string `yaml:"reaches,omitempty"`
 }
 
 // Stdio reports whether the server is started by Gatehouse.

@@ -185,6 +185,9 @@ func New(ctx context.Context, cfg Config) (*Sink, error) {
 	if k.now == nil {
 		k.now = time.Now
 	}
+	if err := k.checkReaches(); err != nil { // grounding.go
+		return nil, err
+	}
 	jctx, cancel := context.WithCancel(context.Background())
 	k.cancel = cancel
 	k.wg.Go(func() { k.janitor(jctx) })
@@ -520,6 +523,9 @@ func (k *Sink) Perform(ctx context.Context, run *broker.Run, req *broker.EffectR
 		if err := k.grd.SpendRecords(ctx, st.workflow, st.spends); err != nil {
 			return nil, &CallError{Type: "record-spent", Detail: fmt.Sprintf("a record that bounds this call's amounts could not be spent (%v); nothing was sent, read the record again", err)}
 		}
+	}
+	if err := k.noteWrite(ctx, run, st.srv, st.tool); err != nil { // grounding.go
+		return nil, err
 	}
 	cctx, cancel := context.WithTimeout(ctx, st.srv.callTimeout())
 	defer cancel()

@@ -326,11 +326,15 @@ func (c *Catalogue) Provider(name string) (*Provider, bool) {
 // are compared without a final dot and with IP literals in one form, every
 // loopback name or address is one host, and ports 80 and 443 are one
 // port (a site answering both schemes).
-func (c *Catalogue) SameServer(p *Provider) []string {
+func (c *Catalogue) SameServer(p *Provider) []string { return c.onServer(p.server, p.port) }
+
+// onServer returns the names of the providers on server (a serverHost)
+// and port, as SameServer compares them, in catalogue order.
+func (c *Catalogue) onServer(server string, port int) []string {
 	var out []string
 	for i := range c.Providers {
 		q := &c.Providers[i]
-		if q.server == p.server && (q.port == p.port || webPort(q.port) && webPort(p.port)) {
+		if q.server == server && (q.port == port || webPort(q.port) && webPort(port)) {
 			out = append(out, q.Name)
 		}
 	}
@@ -338,6 +342,20 @@ func (c *Catalogue) SameServer(p *Provider) []string {
 }
 
 func webPort(port int) bool { return port == 80 || port == 443 }
+
+// urlHost is u's host in lower case, a domain name as its A-label (IDN),
+// without the port.
+func urlHost(u *url.URL) (string, error) {
+	host := strings.ToLower(u.Hostname())
+	if strings.Contains(host, ":") { // an IPv6 literal
+		return host, nil
+	}
+	host, err := idna.Lookup.ToASCII(host)
+	if err == nil && host == "" {
+		err = errors.New("no host")
+	}
+	return host, err
+}
 
 // serverHost is host as SameServer compares it: without a final dot, an
 // IP literal in its canonical form (an IPv4-mapped IPv6 as IPv4), and
@@ -436,11 +454,9 @@ func (p *Provider) compile() error {
 	if u.Host == "" || u.User != nil || u.RawQuery != "" || u.ForceQuery || u.Fragment != "" || u.Opaque != "" {
 		return fmt.Errorf("base_url %q: give a scheme, a host and an optional path, without user, query or fragment", p.BaseURL)
 	}
-	host := strings.ToLower(u.Hostname())
-	if !strings.Contains(host, ":") { // not an IPv6 literal
-		if host, err = idna.Lookup.ToASCII(host); err != nil || host == "" {
-			return fmt.Errorf("base_url %q: the host is not a valid domain name", p.BaseURL)
-		}
+	host, err := urlHost(u)
+	if err != nil {
+		return fmt.Errorf("base_url %q: the host is not a valid domain name", p.BaseURL)
 	}
 	p.host, p.port = host, defaultPort(p.scheme)
 	p.server = serverHost(host)

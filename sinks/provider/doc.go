@@ -215,5 +215,18 @@
 // (grounding.Rules.Resolve): serve, its reloads and gatehouse policy check
 // all load them that way.
 //
+// Writes other sinks send (foreign.go). An agent can change what a
+// provider's records say without this sink: a form it posts in the ERP's
+// web UI, an MCP server's write tool. Those sinks call NoteWriteTo (the
+// browser, with the request's URL: the providers on its server, compared
+// as SameServer compares them), NoteWriteToProviders (an MCP server whose
+// catalogue entry names what it reaches) or NoteWriteAnywhere (one whose
+// reach is not known: every provider) before they send, and each marks
+// what it reaches as an ungrounded write of this sink does (markWritten,
+// whose code it shares): written as a whole (grounding.AnyPath), in the
+// workflow and for the agent. Only providers whose records grounding reads
+// are marked; with no rules nothing is. A mark that cannot be stored is a
+// record-store CallError and the caller must not send.
+//
 // The Sink is safe for concurrent use. Close closes idle connections.
 package provider

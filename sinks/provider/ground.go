@@ -229,22 +229,11 @@ func (s *Sink) markWritten(ctx context.Context, run *broker.Run, c *call) error 
 	at := s.now()
 	rules := s.rules.Load()
 	mark := func(scope, provider, p string) error {
-		if err := s.records.Wrote(ctx, scope, provider, p, at); err != nil {
-			return &CallError{Provider: c.prov.Name, Type: "record-store", Err: err,
-				Detail: "the write could not be noted for grounding, so it was not sent. Operator: make the grounding record store reachable"}
-		}
-		return nil
+		return s.wrote(ctx, c.prov.Name, scope, provider, p, at)
 	}
 	if !c.grounded {
-		for _, q := range s.cat.SameServer(c.prov) {
-			if !rules.ReadsFrom(q) {
-				continue
-			}
-			for _, scope := range []string{workflow(run), grounding.AgentScope(run.Agent)} {
-				if err := mark(scope, q, grounding.AnyPath); err != nil {
-					return err
-				}
-			}
+		if err := s.markAnyPath(ctx, rules, run, c.prov.Name, s.cat.SameServer(c.prov), at); err != nil {
+			return err
 		}
 	}
 	for _, q := range s.cat.SameServer(c.prov) {
