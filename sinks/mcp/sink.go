@@ -348,10 +348,14 @@ type state struct {
 	spends   []grounding.Spend
 }
 
-// DecodeParams decodes and checks a call's params: the server must be in
-// the catalogue, the tool a name of at most 128 bytes, the arguments a
-// JSON object (absent is {}). Errors wrap broker.ErrBadRequest.
+// DecodeParams decodes and checks a call's params: they must read one way
+// only (see unambiguous), the server must be in the catalogue, the tool a
+// name of at most 128 bytes, the arguments a JSON object (absent is {}).
+// Errors wrap broker.ErrBadRequest.
 func (k *Sink) DecodeParams(raw json.RawMessage) (*Server, *Params, error) {
+	if err := unambiguous(raw); err != nil {
+		return nil, nil, err
+	}
 	var p Params
 	if err := broker.DecodeParams(raw, &p); err != nil {
 		return nil, nil, err
