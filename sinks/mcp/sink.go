@@ -39,7 +39,9 @@
 // rules refuse here (there is nothing to reread through).
 //
 // Perform forwards the call on the person's session and returns the
-// upstream CallToolResult as the reply; the outcome is ok, or failed with
+// upstream CallToolResult as the reply, with the person's credential
+// replaced by "[credential]" wherever the server echoed it (in the result
+// and in error texts, plain, escaped or base64); the outcome is ok, or failed with
 // error tool-error when the result says isError; the journal keeps the
 // sizes and digests of the arguments and the result, never them.
 //
@@ -510,7 +512,7 @@ func (k *Sink) Perform(ctx context.Context, run *broker.Run, req *broker.EffectR
 	key := sessionKey{server: st.srv.Name, who: run.For}
 	s, err := k.sessionFor(ctx, key, st.srv, cred)
 	if err != nil {
-		return nil, &CallError{Type: "unavailable", Detail: err.Error()}
+		return nil, &CallError{Type: "unavailable", Detail: redactText(err.Error(), cred)}
 	}
 	listed, lerr := s.tools()
 	pin, perr := k.pins.Load(st.srv.Name)
@@ -532,12 +534,15 @@ func (k *Sink) Perform(ctx context.Context, run *broker.Run, req *broker.EffectR
 		if errors.Is(err, sdk.ErrConnectionClosed) || cctx.Err() != nil {
 			k.drop(key, s)
 		}
-		return nil, &CallError{Type: "upstream-error", Detail: fmt.Sprintf("MCP server %s: %v", st.srv.Name, err)}
+		return nil, &CallError{Type: "upstream-error", Detail: redactText(fmt.Sprintf("MCP server %s: %v", st.srv.Name, err), cred)}
 	}
 	body, err := json.Marshal(res)
 	if err != nil {
-		return nil, &CallError{Type: "upstream-error", Detail: fmt.Sprintf("MCP server %s: result: %v", st.srv.Name, err)}
+		return nil, &CallError{Type: "upstream-error", Detail: redactText(fmt.Sprintf("MCP server %s: result: %v", st.srv.Name, err), cred)}
 	}
+	// The credential never reaches the agent, even when the server
+	// echoes it; size and digest are of what the agent gets.
+	body = redactResult(body, cred)
 	if len(body) > MaxResultBytes {
 		return nil, &CallError{Type: "result-too-large", Detail: fmt.Sprintf("MCP server %s: the result is %d bytes, more than the %d a reply can carry; the server did run the call",
 			st.srv.Name, len(body), MaxResultBytes)}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"sort"
@@ -88,7 +89,12 @@ func (k *Sink) connect(ctx context.Context, srv *Server, cred provider.Credentia
 		}
 		tr, s.stop = t, stop
 	} else {
-		hc := &http.Client{Transport: credentialTransport{srv: srv, cred: cred, next: k.http}}
+		// No redirects: a redirected request would carry the credential
+		// (added by the transport at each hop) to wherever the server
+		// points, and the catalogue names the one address Gatehouse talks
+		// to. A 3xx fails the call.
+		hc := &http.Client{Transport: credentialTransport{srv: srv, cred: cred, next: k.http},
+			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 		tr = &sdk.StreamableClientTransport{Endpoint: srv.URL, HTTPClient: hc, MaxRetries: -1}
 		s.stop = func() {}
 	}
@@ -110,7 +116,9 @@ func (k *Sink) connect(ctx context.Context, srv *Server, cred provider.Credentia
 }
 
 // credentialTransport adds a person's credential to every request to an
-// HTTP server, and nothing else.
+// HTTP server, and nothing else; only to requests for the catalogued
+// server's own origin (scheme, host and port), never to another address
+// the server names.
 type credentialTransport struct {
 	srv  *Server
 	cred provider.Credential
@@ -118,7 +126,7 @@ type credentialTransport struct {
 }
 
 func (t credentialTransport) RoundTrip(r *http.Request) (*http.Response, error) {
-	if t.cred.Token.IsZero() || t.srv.Auth.Type == AuthNone {
+	if t.cred.Token.IsZero() || t.srv.Auth.Type == AuthNone || !sameOrigin(t.srv.URL, r.URL) {
 		return t.next.RoundTrip(r)
 	}
 	r = r.Clone(r.Context())
@@ -129,6 +137,12 @@ func (t credentialTransport) RoundTrip(r *http.Request) (*http.Response, error) 
 		r.Header.Set(t.srv.Auth.Header, t.cred.Token.Reveal())
 	}
 	return t.next.RoundTrip(r)
+}
+
+// sameOrigin says whether u is on the catalogued endpoint's origin.
+func sameOrigin(endpoint string, u *url.URL) bool {
+	e, err := url.Parse(endpoint)
+	return err == nil && u != nil && strings.EqualFold(e.Scheme, u.Scheme) && strings.EqualFold(e.Host, u.Host)
 }
 
 // startStdio starts srv's command in the sandbox, its standard streams
