@@ -60,7 +60,9 @@
 // upstream accept SERVER [--tool T]'). Describe checks the latest listing
 // of the server; Perform checks the session's own listing again before
 // forwarding, so a server that shows one person a changed tool is caught
-// on that person's call. Agents see only pinned descriptions and schemas.
+// on that person's call. Agents see only pinned descriptions and schemas,
+// and tools/list leaves out a tool the latest listing changed or dropped
+// (every call of it is refused until the change is accepted).
 package mcp
 
 import (
@@ -258,6 +260,14 @@ func (k *Sink) observe(server string, listed []PinnedTool) {
 	}
 }
 
+// latestOf is server's latest listing, nil when it was never listed.
+func (k *Sink) latestOf(server string) []PinnedTool {
+	if l, ok := k.latest.Load(server); ok {
+		return l.([]PinnedTool)
+	}
+	return nil
+}
+
 // unpinned says why tool of server cannot be called as pinned, "" when it
 // can, judged on the listing given.
 func unpinned(pin *Pin, listed []PinnedTool, tool string) string {
@@ -281,7 +291,9 @@ func unpinned(pin *Pin, listed []PinnedTool, tool string) string {
 
 // Actions implements broker.ActionDescriber: the generic call (unlisted),
 // and one tool per pinned upstream tool, with the pinned description and
-// input schema.
+// input schema, except the tools the server's latest listing changed or
+// no longer lists (refused until an operator accepts the change, so no
+// policy could allow them).
 func (k *Sink) Actions() []broker.Action {
 	acts := []broker.Action{{
 		Sink: policy.SinkMCP, Name: ActionCall, Title: "Call a tool of an upstream MCP server",
@@ -304,7 +316,11 @@ func (k *Sink) Actions() []broker.Action {
 		if err != nil || pin == nil {
 			continue
 		}
+		listed := k.latestOf(srv.Name)
 		for _, t := range pin.Tools {
+			if unpinned(pin, listed, t.Name) != "" {
+				continue // changed or gone since it was pinned: refused, so not offered
+			}
 			class := classOf(srv, &t)
 			bind, _ := json.Marshal(map[string]string{"server": srv.Name, "tool": t.Name})
 			desc := t.Description
@@ -405,11 +421,7 @@ func (k *Sink) Describe(ctx context.Context, run *broker.Run, req *broker.Effect
 	case pin == nil:
 		e.Unpinned = "the server's tool list was never pinned (it could not be listed yet)"
 	default:
-		var listed []PinnedTool
-		if l, ok := k.latest.Load(srv.Name); ok {
-			listed = l.([]PinnedTool)
-		}
-		e.Unpinned = unpinned(pin, listed, p.Tool)
+		e.Unpinned = unpinned(pin, k.latestOf(srv.Name), p.Tool)
 		if t, ok := pin.Tool(p.Tool); ok {
 			e.Class = classOf(srv, t)
 		}
