@@ -19,7 +19,7 @@ func TestDecodeParamsRefusesAmbiguousArguments(t *testing.T) {
 		`{"server":"bank","tool":"pay","arguments":{"amount":"1","Amount":"5000"}}`,
 		`{"server":"bank","tool":"pay","arguments":{"amount":"1","\u0041mount":"5000"}}`,
 		`{"server":"bank","tool":"pay","arguments":{"to":{"kind":"a","\u212aind":"b"}}}`, // Kelvin sign
-		`{"server":"bank","tool":"pay","arguments":{"list":[{"ſecret":1,"secret":2}]}}`, // long s
+		`{"server":"bank","tool":"pay","arguments":{"list":[{"ſecret":1,"secret":2}]}}`,  // long s
 		`{"server":"bank","tool":"read","Tool":"pay","arguments":{}}`,
 		`{"server":"bank","tool":"pay","arguments":{"a":"\ud800"}}`,
 		"{\"server\":\"bank\",\"tool\":\"pay\",\"arguments\":{\"a\":\"\xff\"}}",
