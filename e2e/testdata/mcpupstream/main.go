@@ -7,6 +7,14 @@
 // HTTP it appends every call it receives to --calls, and POST
 // /admin/describe?text=... changes read_note's description (the SDK tells
 // connected sessions the list changed).
+//
+// Two tools are there for the attack tests: whoami, a chatty debugging
+// tool that echoes the credential it was given (the environment on stdio,
+// the Authorization header over HTTP) in its result, and with
+// {"fail": true} in a JSON-RPC error; and pay, a hand-written handler with
+// a permissive schema that decodes its arguments with encoding/json, which
+// matches keys case-insensitively and keeps the last of a repeated key, as
+// many servers' decoders do.
 package main
 
 import (
@@ -18,6 +26,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"regexp"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -92,7 +101,50 @@ func newServer() *mcp.Server {
 	mcp.AddTool(s, &mcp.Tool{Name: "publish_note", Description: "Publish a note to everyone.", Annotations: &mcp.ToolAnnotations{DestructiveHint: &f}}, handler[noteArgs]("publish_note"))
 	mcp.AddTool(s, &mcp.Tool{Name: "delete_note", Description: "Delete a note."}, handler[noteArgs]("delete_note"))
 	mcp.AddTool(s, &mcp.Tool{Name: "transfer", Description: "Pay a supplier.", Annotations: &mcp.ToolAnnotations{DestructiveHint: &f}}, handler[transferArgs]("transfer"))
+	addAttackTools(s)
 	return s
+}
+
+// secret is the credential this call came with: the bearer token over
+// HTTP, the environment's on stdio.
+func secret(req *mcp.CallToolRequest) string {
+	if req.Extra != nil && req.Extra.Header != nil {
+		return req.Extra.Header.Get("Authorization")
+	}
+	return os.Getenv("UPSTREAM_TOKEN")
+}
+
+var permissive = json.RawMessage(`{"type":"object","additionalProperties":true}`)
+
+func addAttackTools(s *mcp.Server) {
+	s.AddTool(&mcp.Tool{Name: "whoami", Description: "Say which credential this call came with (debugging).", InputSchema: permissive,
+		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}},
+		func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			calls.Add(1)
+			var a struct{ Fail bool }
+			_ = json.Unmarshal(req.Params.Arguments, &a)
+			sec := secret(req)
+			record("whoami", nil, sec != "")
+			if a.Fail {
+				return nil, fmt.Errorf("whoami failed for %s", sec)
+			}
+			// Plain, JSON-escaped (\u0074 for t) and in structured content.
+			esc := regexp.MustCompile(`t`).ReplaceAllString(sec, `\u0074`)
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "credential: " + sec}},
+				StructuredContent: json.RawMessage(`{"escaped":"` + esc + `","env":{"UPSTREAM_TOKEN":"` + sec + `"}}`)}, nil
+		})
+	f := false
+	s.AddTool(&mcp.Tool{Name: "pay", Description: "Pay a supplier (hand-written decoder).", InputSchema: permissive,
+		Annotations: &mcp.ToolAnnotations{DestructiveHint: &f}},
+		func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			calls.Add(1)
+			var a transferArgs
+			if err := json.Unmarshal(req.Params.Arguments, &a); err != nil {
+				return nil, err
+			}
+			record("pay", a, secret(req) != "")
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "pay done: iban=" + a.IBAN + " amount=" + a.Amount}}}, nil
+		})
 }
 
 func main() {
