@@ -23,6 +23,9 @@ func TestDecodeParamsRefusesAmbiguousArguments(t *testing.T) {
 		`{"server":"bank","tool":"read","Tool":"pay","arguments":{}}`,
 		`{"server":"bank","tool":"pay","arguments":{"a":"\ud800"}}`,
 		"{\"server\":\"bank\",\"tool\":\"pay\",\"arguments\":{\"a\":\"\xff\"}}",
+		`{"server":"bank","tool":"pay","arguments":{"ref":12345678901234567890}}`, // the double is ...7168, written ...7000
+		`{"server":"bank","tool":"pay","arguments":{"x":[0.10000000000000000001]}}`,
+		`{"server":"bank","tool":"pay","arguments":{"x":1e400}}`,
 	} {
 		_, _, err := k.DecodeParams([]byte(raw))
 		if !errors.Is(err, broker.ErrBadRequest) {
@@ -34,6 +37,7 @@ func TestDecodeParamsRefusesAmbiguousArguments(t *testing.T) {
 	for _, raw := range []string{
 		`{"server":"bank","tool":"pay","arguments":{"amount":"1","to":{"amount":"1"}}}`, // the same key in two objects
 		`{"server":"bank","tool":"pay"}`,
+		`{"server":"bank","tool":"pay","arguments":{"ref":12345678901234567000,"a":0.1,"b":1.50,"c":-2e-3,"d":9007199254740992}}`,
 	} {
 		if _, _, err := k.DecodeParams([]byte(raw)); err != nil {
 			t.Errorf("%s: %v", raw, err)
