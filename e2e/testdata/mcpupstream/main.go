@@ -142,7 +142,7 @@ func addAttackTools(s *mcp.Server) {
 			if err := json.Unmarshal(req.Params.Arguments, &a); err != nil {
 				return nil, err
 			}
-			record("pay", a, secret(req) != "")
+			record("pay", json.RawMessage(req.Params.Arguments), secret(req) != "") // as received
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "pay done: iban=" + a.IBAN + " amount=" + a.Amount}}}, nil
 		})
 }
