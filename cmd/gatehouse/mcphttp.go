@@ -37,7 +37,10 @@ import (
 // is proposed over NATS on that agent's own connection (its own credential
 // and inbox), exactly as the agent's own request would be. The SDK keeps a
 // session to the token's agent: a request with another agent's token on
-// the session is refused.
+// the session is refused. A session's id starts with its run's id
+// ("<run>.<random>"), and a request on a session must name that run in
+// its address (400 BAD_REQUEST otherwise): the run checked is the run the
+// session acts on.
 //
 // A session speaks for one registration of its agent (package
 // broker/identity): it opens only on a run opened for that registration,
