@@ -26,7 +26,8 @@
 // require_approval_for, and effects: target globs, match it), Provider
 // the server (the mandate's system), Class from the catalogue's tools
 // entry or the pinned annotations (read-only: read; destructiveHint
-// false: write; else destructive), Confined for a stdio server in a
+// false: write; else destructive), also as Declared so rules' effect:
+// matches hold, Confined for a stdio server in a
 // confined sandbox, Values the arguments' top-level strings and numbers
 // (for scope limits), Size and Digest of the arguments. Approvals bind the
 // exact arguments (the broker's action digest covers every param).
@@ -429,6 +430,10 @@ func (k *Sink) Describe(ctx context.Context, run *broker.Run, req *broker.Effect
 	if e.Class == "" {
 		e.Class = policy.EffectDestructive
 	}
+	// The class is declared by the catalogue or the pinned annotations,
+	// never by the agent: rules' effect: matches (which read Declared)
+	// then hold for MCP tools too.
+	e.Declared = e.Class
 	sum := sha256.Sum256(p.Arguments)
 	prop := &broker.Proposal{Effect: e, Size: int64(len(p.Arguments)), Digest: "sha256:" + hex.EncodeToString(sum[:]),
 		State: &state{srv: srv, tool: p.Tool, args: p.Arguments}}
