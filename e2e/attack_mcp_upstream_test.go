@@ -35,6 +35,7 @@ import (
 //   - an approval of one call reused for a number RFC 8785 reads as the
 //     same double (12345678901234567000, 12345678901234567890): refused;
 //   - an approval rule on destructive effects: the destructive tool held;
+//   - a tool a deny rule refuses by its name: not offered by tools/list;
 //   - a tool whose description the server changed: refused, and no longer
 //     offered by tools/list until an operator accepts it.
 func TestRedteamMCPUpstream(t *testing.T) {
@@ -77,6 +78,8 @@ func TestRedteamMCPUpstream(t *testing.T) {
 	pub, key := backendKey(t, write)
 	flags := []string{"--mode", "strict", "--agents", "bob", "--approval-key", pub,
 		"--policy", write("rules.yaml", `
+effects:
+  - {name: no-publishing, decision: deny, match: {sink: mcp, target: "notes-http/publish_note"}}
 approvals:
   - {name: destructive-review, match: {sink: mcp, effect: destructive}, roles: [reviewer]}
   - {name: big-payments, match: {sink: mcp, target: "notes-http2/pay"}, roles: [reviewer]}
@@ -249,7 +252,10 @@ servers:
 	if tools["notes-http__read_note"] != nil {
 		t.Errorf("tools/list offers a tool whose description changed (every call is refused): %+v", tools["notes-http__read_note"])
 	}
-	if tools["notes-http__pay"] == nil || tools["notes-stdio__read_note"] == nil {
+	if tools["notes-http__publish_note"] != nil {
+		t.Errorf("tools/list offers a tool a deny rule refuses whatever its arguments")
+	}
+	if tools["notes-http__pay"] == nil || tools["notes-stdio__read_note"] == nil || tools["notes-stdio__publish_note"] == nil {
 		t.Errorf("tools/list lost unchanged tools: %v", mapsKeys(tools))
 	}
 	if acc := gh(t, "mcp", "upstream", "accept", "notes-http", "--tool", "read_note", "--data-dir", data, "--note", "olga: reviewed"); acc.code != 0 {
