@@ -80,6 +80,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/gatehouse/gatehouse/broker"
@@ -548,7 +549,11 @@ func (k *Sink) Perform(ctx context.Context, run *broker.Run, req *broker.EffectR
 	defer cancel()
 	res, err := s.cs.CallTool(cctx, &sdk.CallToolParams{Name: st.tool, Arguments: st.args})
 	if err != nil {
-		if errors.Is(err, sdk.ErrConnectionClosed) || cctx.Err() != nil {
+		// Anything but the server's own JSON-RPC error (a session that
+		// broke, a timeout, an answer too large) ends the session: the
+		// next call connects again.
+		var wire *jsonrpc.Error
+		if !errors.As(err, &wire) || errors.Is(err, sdk.ErrConnectionClosed) || cctx.Err() != nil {
 			k.drop(key, s)
 		}
 		return nil, &CallError{Type: "upstream-error", Detail: redactText(fmt.Sprintf("MCP server %s: %v", st.srv.Name, err), cred)}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"os"
@@ -95,7 +96,7 @@ func (k *Sink) connect(ctx context.Context, srv *Server, cred provider.Credentia
 		// to. A 3xx fails the call.
 		hc := &http.Client{Transport: credentialTransport{srv: srv, cred: cred, next: k.http},
 			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-		tr = &sdk.StreamableClientTransport{Endpoint: srv.URL, HTTPClient: hc, MaxRetries: -1}
+		tr = &sdk.StreamableClientTransport{Endpoint: srv.URL, HTTPClient: hc, MaxRetries: -1, MaxEventSize: maxLineBytes}
 		s.stop = func() {}
 	}
 	cctx, cancel := context.WithTimeout(ctx, srv.callTimeout())
@@ -126,18 +127,51 @@ type credentialTransport struct {
 }
 
 func (t credentialTransport) RoundTrip(r *http.Request) (*http.Response, error) {
-	if t.cred.Token.IsZero() || t.srv.Auth.Type == AuthNone || !sameOrigin(t.srv.URL, r.URL) {
-		return t.next.RoundTrip(r)
+	if !t.cred.Token.IsZero() && t.srv.Auth.Type != AuthNone && sameOrigin(t.srv.URL, r.URL) {
+		r = r.Clone(r.Context())
+		switch t.srv.Auth.Type {
+		case AuthBearer:
+			r.Header.Set("Authorization", "Bearer "+t.cred.Token.Reveal())
+		case AuthHeader:
+			r.Header.Set(t.srv.Auth.Header, t.cred.Token.Reveal())
+		}
 	}
-	r = r.Clone(r.Context())
-	switch t.srv.Auth.Type {
-	case AuthBearer:
-		r.Header.Set("Authorization", "Bearer "+t.cred.Token.Reveal())
-	case AuthHeader:
-		r.Header.Set(t.srv.Auth.Header, t.cred.Token.Reveal())
+	resp, err := t.next.RoundTrip(r)
+	if err == nil && !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+		// The SDK reads a JSON answer whole, without a bound: a server
+		// answering gigabytes would exhaust serve's memory. An event
+		// stream is bounded per event (MaxEventSize).
+		resp.Body = &limitedBody{rc: resp.Body, left: maxLineBytes}
 	}
-	return t.next.RoundTrip(r)
+	return resp, err
 }
+
+// errTooLarge: an upstream answer larger than maxLineBytes.
+var errTooLarge = fmt.Errorf("the server's answer is larger than %d bytes", maxLineBytes)
+
+// limitedBody fails a read past left bytes.
+type limitedBody struct {
+	rc   io.ReadCloser
+	left int64
+}
+
+func (b *limitedBody) Read(p []byte) (int, error) {
+	if b.left <= 0 {
+		var one [1]byte
+		if n, err := b.rc.Read(one[:]); n == 0 && err == io.EOF {
+			return 0, io.EOF // exactly at the limit
+		}
+		return 0, errTooLarge
+	}
+	if int64(len(p)) > b.left {
+		p = p[:b.left]
+	}
+	n, err := b.rc.Read(p)
+	b.left -= int64(n)
+	return n, err
+}
+
+func (b *limitedBody) Close() error { return b.rc.Close() }
 
 // sameOrigin says whether u is on the catalogued endpoint's origin.
 func sameOrigin(endpoint string, u *url.URL) bool {
