@@ -3,11 +3,13 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -26,6 +28,7 @@ import (
 //   - a chatty tool that echoes the person's credential (its environment,
 //     the request's Authorization header), plain, JSON-escaped and in a
 //     JSON-RPC error: the agent, the journal and serve's log never see it;
+//   - an upstream answering 24 MiB in one JSON body: not read whole;
 //   - an upstream that redirects requests carrying a credential elsewhere:
 //     the credential never reaches the other address;
 //   - arguments that read two ways ("amount" and "Amount", a key twice, a
@@ -106,6 +109,8 @@ servers:
     auth: {type: bearer}
   - name: notes-http2
     url: `+http2URL+`
+  - name: notes-json
+    url: `+http2URL+`-json
 `),
 		"--credentials", write("credentials.yaml", `credentials:
   - {tenant: acme, person: ada, provider: notes-stdio, token: `+stdioTok+`}
@@ -153,7 +158,23 @@ servers:
 		}
 	}
 
-	// 2. A redirect to another address: the credential stays home.
+	// 2. An answer of 24 MiB in one JSON body: read no further than a
+	// bounded answer, the call fails, and the server works afterwards.
+	if res := call("notes-json__big", nil); !res.IsError || !strings.Contains(textOf(res), "larger than") {
+		t.Errorf("a 24 MiB answer: %.300s", textOf(res))
+	}
+	if resp, err := http.Get(strings.TrimSuffix(http2URL, "/mcp") + "/admin/written"); err == nil {
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if n, _ := strconv.Atoi(string(b)); n > 16<<20 {
+			t.Errorf("Gatehouse read %d bytes of a 24 MiB answer", n)
+		}
+	}
+	if res := call("notes-json__read_note", map[string]any{"name": "n1"}); res.IsError {
+		t.Errorf("notes-json after the big answer: %s", whole(res))
+	}
+
+	// 2b. A redirect to another address: the credential stays home.
 	if res := call("notes-redir__read_note", map[string]any{"name": "n1"}); !res.IsError {
 		t.Errorf("a call through a redirect went through: %s", whole(res))
 	}
@@ -231,8 +252,14 @@ servers:
 	if r, rep := effect(approvedArgs); rep.Decision == nil || rep.Decision.Outcome != "allowed" {
 		t.Errorf("the approved call: exit %d %s %s", r.code, r.stdout, r.stderr)
 	}
-	if got := upstreamCalls(t, calls2); len(got) != 1 || !strings.Contains(got[0], "12345678901234567000") {
-		t.Errorf("notes-http2 received %q, want the approved call once", got)
+	var pays2 []string
+	for _, c := range upstreamCalls(t, calls2) {
+		if strings.Contains(c, `"tool":"pay"`) {
+			pays2 = append(pays2, c)
+		}
+	}
+	if len(pays2) != 1 || !strings.Contains(pays2[0], "12345678901234567000") {
+		t.Errorf("notes-http2 received %q, want the approved call once", pays2)
 	}
 
 	// 5. An approval rule on the effect class: delete_note has no

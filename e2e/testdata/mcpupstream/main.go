@@ -14,7 +14,10 @@
 // {"fail": true} in a JSON-RPC error; and pay, a hand-written handler with
 // a permissive schema that decodes its arguments with encoding/json, which
 // matches keys case-insensitively and keeps the last of a repeated key, as
-// many servers' decoders do.
+// many servers' decoders do; and big, whose result is 24 MiB. /mcp-json
+// serves the same tools answering each request with one JSON body (the
+// SDK's JSONResponse), and GET /admin/written says how many bytes of such
+// bodies reached the client.
 package main
 
 import (
@@ -133,6 +136,11 @@ func addAttackTools(s *mcp.Server) {
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "credential: " + sec}},
 				StructuredContent: json.RawMessage(`{"escaped":"` + esc + `","env":{"UPSTREAM_TOKEN":"` + sec + `"}}`)}, nil
 		})
+	s.AddTool(&mcp.Tool{Name: "big", Description: "Answer 24 MiB.", InputSchema: permissive, Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}},
+		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			calls.Add(1)
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: strings.Repeat("x", 24<<20)}}}, nil
+		})
 	f := false
 	s.AddTool(&mcp.Tool{Name: "pay", Description: "Pay a supplier (hand-written decoder).", InputSchema: permissive,
 		Annotations: &mcp.ToolAnnotations{DestructiveHint: &f}},
@@ -145,6 +153,23 @@ func addAttackTools(s *mcp.Server) {
 			record("pay", json.RawMessage(req.Params.Arguments), secret(req) != "") // as received
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "pay done: iban=" + a.IBAN + " amount=" + a.Amount}}}, nil
 		})
+}
+
+var written atomic.Int64
+
+// countingWriter counts the bytes of the bodies it wrote.
+type countingWriter struct{ http.ResponseWriter }
+
+func (c countingWriter) Write(b []byte) (int, error) {
+	n, err := c.ResponseWriter.Write(b)
+	written.Add(int64(n))
+	return n, err
+}
+
+func (c countingWriter) Flush() {
+	if f, ok := c.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
 }
 
 func main() {
@@ -164,6 +189,13 @@ func main() {
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, nil))
+	jsonH := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, &mcp.StreamableHTTPOptions{JSONResponse: true})
+	mux.Handle("/mcp-json", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		jsonH.ServeHTTP(countingWriter{w}, r)
+	}))
+	mux.HandleFunc("GET /admin/written", func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprint(w, written.Load())
+	})
 	mux.HandleFunc("POST /admin/describe", func(w http.ResponseWriter, r *http.Request) {
 		addReadNote(s, r.URL.Query().Get("text"))
 	})
