@@ -123,9 +123,10 @@ func DecodeWaitRequest(data []byte) (*WaitRequest, error) {
 // its arguments could say would let it through: the agent card blocks the
 // tool or does not list it, the agent has no card, or the mandate has
 // expired, does not cover the action's system, or does not hand over its
-// effect class. Everything that depends on the arguments (targets,
-// deployment rules, scopes, grounding, approvals) is decided when the
-// tool is called.
+// effect class, or (an upstream MCP tool, whose target is its name) a
+// deny rule matches it. Everything that depends on the arguments
+// (targets, deployment rules, scopes, grounding, approvals) is decided
+// when the tool is called.
 //
 // Only the run's own agent may ask (ErrNotRunAgent), as only it may
 // propose the run's effects.
