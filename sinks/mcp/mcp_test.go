@@ -161,3 +161,25 @@ func TestActionsLeaveOutChangedTools(t *testing.T) {
 		t.Fatalf("nothing listed: %v", got)
 	}
 }
+
+// A listing whose names rules could read two ways is refused whole: an
+// invisible character, white space, a name not NFC, two names equal but
+// for case.
+func TestPinToolsRefusesConfusableNames(t *testing.T) {
+	obj := map[string]any{"type": "object"}
+	for _, names := range [][]string{
+		{"delete_note\u200b"}, {"delete note"}, {"delete_note\n"}, {"cafe\u0301"},
+		{"delete_note", "Delete_Note"}, {"kill", "\u212aill"},
+	} {
+		var ts []*sdk.Tool
+		for _, n := range names {
+			ts = append(ts, &sdk.Tool{Name: n, InputSchema: obj})
+		}
+		if _, err := PinTools(ts); !errors.Is(err, ErrToolList) {
+			t.Errorf("%q: %v, want ErrToolList", names, err)
+		}
+	}
+	if _, err := PinTools([]*sdk.Tool{{Name: "read-note.v2", InputSchema: obj}, {Name: "café", InputSchema: obj}}); err != nil {
+		t.Errorf("plain names: %v", err)
+	}
+}
