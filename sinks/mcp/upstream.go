@@ -47,19 +47,32 @@ func (s *session) tools() ([]PinnedTool, error) {
 	return s.listed, s.err
 }
 
+// maxListPages bounds the pages of one listing.
+const maxListPages = 64
+
 // relist reads the session's tool list again (at start, and when the
 // server says it changed).
 func (s *session) relist(ctx context.Context) ([]PinnedTool, error) {
 	var all []*sdk.Tool
-	for t, err := range s.cs.Tools(ctx, nil) {
+	params := &sdk.ListToolsParams{}
+	for page := 0; ; page++ {
+		// A server that pages on forever (empty pages, a cursor that
+		// never ends) is refused, not followed.
+		if page == maxListPages {
+			err := fmt.Errorf("%w: more than %d pages", ErrToolList, maxListPages)
+			s.setListed(nil, err)
+			return nil, err
+		}
+		res, err := s.cs.ListTools(ctx, params)
 		if err != nil {
 			s.setListed(nil, err)
 			return nil, err
 		}
-		all = append(all, t)
-		if len(all) > MaxTools {
+		all = append(all, res.Tools...)
+		if len(all) > MaxTools || res.NextCursor == "" {
 			break
 		}
+		params = &sdk.ListToolsParams{Cursor: res.NextCursor}
 	}
 	pinned, err := PinTools(all)
 	s.setListed(pinned, err)
@@ -77,6 +90,8 @@ func (k *Sink) connect(ctx context.Context, srv *Server, cred provider.Credentia
 	s := &session{used: k.now()}
 	client := sdk.NewClient(&sdk.Implementation{Name: "gatehouse", Version: "1"}, &sdk.ClientOptions{
 		ToolListChangedHandler: func(ctx context.Context, _ *sdk.ToolListChangedRequest) {
+			ctx, cancel := context.WithTimeout(ctx, srv.callTimeout())
+			defer cancel()
 			if listed, err := s.relist(ctx); err == nil {
 				k.observe(srv.Name, listed)
 			}
