@@ -35,7 +35,8 @@ type gate struct {
 
 // gateApproval handles, in strict mode, an effect an approvals rule or an
 // agent card applies to (d.Approval set). The approval is bound to the
-// exact action (sink, action, run and every param): the same action after
+// exact action (sink, action, run and every param, and what the sink
+// resolved beyond them: Proposal.Resolved): the same action after
 // its approval is re-decided with the approval and, if policy still allows
 // it, runs once (the caller claims it after recording the decision); any
 // other argument is another action and asks again. An approved action the
@@ -45,14 +46,14 @@ type gate struct {
 func (b *Broker) gateApproval(ctx context.Context, run *Run, req *EffectRequest, prop *Proposal, pol *policy.Policy,
 	d policy.Decision, in policy.Input, reply *EffectReply) (policy.Decision, *gate) {
 	need := *d.Approval
-	act := approval.Action{Sink: string(prop.Effect.Sink), Action: req.Action, Run: run.ID, Params: req.Params}
+	act := approval.Action{Sink: string(prop.Effect.Sink), Action: req.Action, Run: run.ID, Params: req.Params, Resolved: prop.Resolved}
 	if need.Waiver {
-		act.Params = nil // a waiver covers the action, whatever its arguments
+		act.Params, act.Resolved = nil, "" // a waiver covers the action, whatever its arguments
 	}
 	digest, args, err := act.Digest()
 	if err != nil {
 		reply.Error = errorBody(fmt.Errorf("%w: %v", ErrBadRequest, err))
-		return refuseWith(d, "approval", "The action's params cannot be bound to an approval; send params as a JSON object."), nil
+		return refuseWith(d, "approval", "The action's params cannot be bound to an approval; send params as a JSON object with each key written once (not twice in another case)."), nil
 	}
 	g := &gate{digest: digest}
 	cur, err := b.approvals.Find(ctx, run.ID, digest)

@@ -50,6 +50,12 @@ type Proposal struct {
 	// Contract is a code effect's program contract, recorded with the
 	// decision.
 	Contract *journal.ProgramContract
+	// Resolved is "sha256:<hex>" of what the effect will carry out that
+	// the sink resolved from its own state rather than from the params (a
+	// stored integration's source, looked up by the name the params give),
+	// "" for none. An approval is bound to it as well as to the params, so
+	// what a name resolves to cannot change between approval and run.
+	Resolved string
 	// State is the sink's own decoded request, handed back to Perform.
 	State any
 }

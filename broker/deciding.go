@@ -40,12 +40,29 @@ type deciding struct {
 // not counted.
 func (d *deciding) enter(run string) (leave func(), closed bool) {
 	d.mu.Lock()
+	defer d.mu.Unlock()
 	if _, closed = d.closed[run]; closed {
 		// Refused, so not counted: requests naming a closing run, however
 		// many, never hold its close.
-		d.mu.Unlock()
 		return func() {}, true
 	}
+	return d.count(run), false
+}
+
+// hold counts, like enter, a record for run still on its way (a decision
+// in doubt being sent again), even once the run is marked closed: the
+// decision was made before the mark, and the close must wait for it.
+// Called only while an enter for run is held, so a close already waiting
+// waits for this too.
+func (d *deciding) hold(run string) (release func()) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.count(run)
+}
+
+// count adds one to run's count, under d.mu, and returns what takes it
+// away again (once, however often it is called).
+func (d *deciding) count(run string) func() {
 	if d.n == nil {
 		d.n, d.idle = map[string]int{}, map[string]chan struct{}{}
 	}
@@ -53,7 +70,6 @@ func (d *deciding) enter(run string) (leave func(), closed bool) {
 		d.idle[run] = make(chan struct{})
 	}
 	d.n[run]++
-	d.mu.Unlock()
 	var once sync.Once
 	return func() {
 		once.Do(func() {
@@ -65,7 +81,7 @@ func (d *deciding) enter(run string) (leave func(), closed bool) {
 			}
 			d.mu.Unlock()
 		})
-	}, closed
+	}
 }
 
 // markClosed marks run closed: every enter from now on says so. Marks

@@ -118,6 +118,12 @@
 //	                   it cleared and the policy derives it.
 //	action             the agent's choice of what to do, not authority: it selects
 //	                   the sink's operation, is described and decided as such
+//	(approval)         bound to sink, action, run and params as JSON values
+//	                   (key order aside), and to what the sink resolved beyond
+//	                   them; params with two keys equal after case folding
+//	                   (which encoding/json reads as one, the last written,
+//	                   so their order would pick what runs) cannot be bound,
+//	                   and are refused rather than put to a person
 //	request_id         the agent's idempotency key, scoped to the run (so to the
 //	                   run's own agent, since admit runs first: no identity can claim
 //	                   or poison another run's request ids) and bound to the sink
@@ -139,10 +145,16 @@
 //	                    program); confined: the sandbox's self-test, never a field;
 //	                    integration: a stored entry, run as registry code or as
 //	                    the origin of the work that stored it, whichever is
-//	                    trusted less (a model's stored code stays model code)
+//	                    trusted less (a model's stored code stays model code);
+//	                    found only from the tenant whose work stored it (or an
+//	                    operator's), replaced only by that tenant's work of an
+//	                    origin no less trusted; an approval binds the source
+//	                    the name resolved to (Proposal.Resolved)
 //	  workspace, artifact, memory
 //	                    path, key, visibility: the target decided; tenant and
-//	                    person (which namespace) from the run record
+//	                    person (which namespace) from the run record; an
+//	                    export's target is its most restricted path, so a
+//	                    batch meets every rule a path of it would alone
 //	  peer              to: the recipient decided (cards' allowed_delegations,
 //	                    effects rules); the sender named in the message is the
 //	                    sending run's record; a sub-run copies the parent's record

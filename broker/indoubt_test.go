@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -184,5 +185,92 @@ func TestCloseWaitsForADecisionUnderWay(t *testing.T) {
 	want := fmt.Sprint([]journal.Type{journal.TypeRunOpen, journal.TypeDecision, journal.TypeAttempt, journal.TypeRunClose})
 	if got := rec.o.String(); got != want {
 		t.Fatalf("recorded in the order %v, want %v", got, want)
+	}
+}
+
+// doubtLanding is a journal whose first decision and attempt come back in
+// doubt without being stored, and are stored only when the broker sends
+// them again after release: a publish held by a stream leader being
+// replaced, landing seconds after the broker answered the agent.
+type doubtLanding struct {
+	*broker.Recorder
+	o                  *streamOrder
+	first              atomic.Pointer[string] // the id of the group in doubt
+	doubted, released  chan struct{}
+	doubtOnce, retried sync.Once
+}
+
+func (j *doubtLanding) Record(ctx context.Context, e *journal.Event) error {
+	err := j.Recorder.Record(ctx, e)
+	if err == nil {
+		j.o.note(e)
+	}
+	return err
+}
+
+func (j *doubtLanding) RecordGroup(ctx context.Context, events ...*journal.Event) error {
+	if len(events) > 1 && j.first.CompareAndSwap(nil, &events[0].ID) {
+		j.doubtOnce.Do(func() { close(j.doubted) })
+		return fmt.Errorf("%w: %w: publish %s for run %s: no answer", broker.ErrJournal, broker.ErrMaybeRecorded, events[0].Type, events[0].Run)
+	}
+	if id := j.first.Load(); id != nil && *id == events[0].ID {
+		select { // sent again: it lands once released
+		case <-j.released:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	err := j.Recorder.RecordGroup(ctx, events...)
+	if err == nil {
+		j.o.note(events...)
+	}
+	return err
+}
+
+// TestCloseWaitsForADecisionInDoubt: an effect whose decision record is in
+// doubt is refused, and the agent has its answer; but the record may still
+// land (it is sent again until the stream says). The application, seeing
+// every request answered, closes the work. The close must wait for that
+// record to settle, or the decision lands after run.close and verify
+// reports an event after close on an honest journal (CI's NATS-node-kill
+// fault, after the first fixes).
+func TestCloseWaitsForADecisionInDoubt(t *testing.T) {
+	j := &doubtLanding{o: &streamOrder{}, doubted: make(chan struct{}), released: make(chan struct{})}
+	bed := newBrokerBed(t, t.TempDir(), func(js jetstream.JetStream) broker.Journal {
+		j.Recorder = broker.NewRecorder(js, 5*time.Second)
+		return j
+	}, func(out *output.Sink) broker.Sink { return out })
+	ctx := context.Background()
+	run, err := bed.app.OpenWork(ctx, broker.OpenWork{Tenant: "acme", Person: "ada"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = bed.agent.Output(ctx, run, "ok", 1)
+	var eb *broker.ErrorBody
+	if !errors.As(err, &eb) || eb.Code != broker.CodeJournal {
+		t.Fatalf("effect whose decision is in doubt: %v, want %s", err, broker.CodeJournal)
+	}
+	closed := make(chan error, 1)
+	go func() { closed <- bed.app.CloseWork(ctx, run, "done") }()
+	select {
+	case err := <-closed:
+		t.Fatalf("the close did not wait for the decision in doubt (err %v); recorded %v", err, j.o)
+	case <-time.After(time.Second): // the time a close that does not wait needs
+	}
+	close(j.released)
+	if err := <-closed; err != nil {
+		t.Fatalf("close: %v", err)
+	}
+	var order []journal.Type
+	j.o.mu.Lock()
+	for _, typ := range j.o.order {
+		if typ != journal.TypeOutcome { // the not-performed outcome may follow the close
+			order = append(order, typ)
+		}
+	}
+	j.o.mu.Unlock()
+	want := []journal.Type{journal.TypeRunOpen, journal.TypeDecision, journal.TypeAttempt, journal.TypeRunClose}
+	if fmt.Sprint(order) != fmt.Sprint(want) {
+		t.Fatalf("recorded in the order %v, want %v", order, want)
 	}
 }

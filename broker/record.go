@@ -46,8 +46,8 @@ func (b *Broker) recordDecision(ctx context.Context, reply *EffectReply, run, ef
 	if err != nil {
 		if b.mode == policy.ModeStrict {
 			b.log.Error("decision not recorded; refusing", "run", run, "effect", effect, "err", err)
-			if attempt != nil && errors.Is(err, ErrMaybeRecorded) {
-				b.settleInDoubt(evs)
+			if errors.Is(err, ErrMaybeRecorded) {
+				b.settleInDoubt(evs, attempt != nil)
 			}
 			reply.Decision = &DecisionBody{Outcome: journal.OutcomeRefused, Mode: b.mode, Enforced: true,
 				Rule: "journal", Reasons: []policy.Reason{{Rule: "journal", Enforced: true,
@@ -56,6 +56,9 @@ func (b *Broker) recordDecision(ctx context.Context, reply *EffectReply, run, ef
 			return false
 		}
 		b.log.Error("decision not recorded; report mode lets the effect through", "run", run, "effect", effect, "err", err)
+		if errors.Is(err, ErrMaybeRecorded) {
+			b.settleInDoubt(evs, false) // performed: its own outcome follows
+		}
 		return true
 	}
 	reply.Decision.Recorded = true
@@ -65,13 +68,27 @@ func (b *Broker) recordDecision(ctx context.Context, reply *EffectReply, run, ef
 // recordAttempt records an attempt on its own and says whether the effect
 // may go on: in strict mode not when it was not recorded.
 func (b *Broker) recordAttempt(ctx context.Context, reply *EffectReply, run, effect string, a journal.Attempt) bool {
-	if err := b.step(ctx, run, journal.TypeAttempt, effect, a); err != nil {
+	if b.mode == policy.ModeOff {
+		return true
+	}
+	ev, err := b.event(run, journal.TypeAttempt, effect, a)
+	if err == nil {
+		err = b.record(ctx, ev)
+	}
+	if err != nil {
+		maybe := errors.Is(err, ErrMaybeRecorded)
 		if b.mode == policy.ModeStrict {
 			b.log.Error("attempt not recorded; not performing", "run", run, "effect", effect, "err", err)
+			if maybe {
+				b.settleInDoubt([]*journal.Event{ev}, true)
+			}
 			reply.Error = errorBody(err)
 			return false
 		}
 		b.log.Error("attempt not recorded; report mode performs anyway", "run", run, "effect", effect, "err", err)
+		if maybe {
+			b.settleInDoubt([]*journal.Event{ev}, false)
+		}
 	}
 	return true
 }
@@ -157,17 +174,25 @@ func (f *inflight) wait(ctx context.Context) error {
 	}
 }
 
-// settleInDoubt follows a decision and attempt whose record may have been
-// stored although the stream never acknowledged it, for an effect strict
-// mode then refused and did not perform. It keeps recording them (the
-// same event ids: stored once) for as long as the stream dedupes them,
-// and once they are known to be stored records the effect's outcome as
-// not performed, so the journal does not show an attempt that might have
-// happened.
-func (b *Broker) settleInDoubt(evs []*journal.Event) {
+// settleInDoubt follows a record (a decision, and an attempt with it)
+// that may have been stored although the stream never acknowledged it. It
+// keeps recording it (the same event ids: stored once) for as long as the
+// stream dedupes them. notPerformed: strict mode refused the attempted
+// effect and did not perform it; once the record is known to be stored,
+// the effect's outcome is recorded as not performed, so the journal does
+// not show an attempt that might have happened.
+//
+// Until it is settled the run's close waits for it (deciding.hold): the
+// decision was made while the run was open, and a record landing after
+// the application's close, whose answer the agent already had, would
+// follow the run.close in the journal. Called from within propose, while
+// its enter is held.
+func (b *Broker) settleInDoubt(evs []*journal.Event, notPerformed bool) {
+	release := b.deciding.hold(evs[0].Run)
 	b.later.add()
 	go func() {
 		defer b.later.done()
+		defer release()
 		ctx, cancel := context.WithTimeout(context.Background(), journal.StreamDuplicates/2) // well inside the window
 		defer cancel()
 		for {
@@ -180,13 +205,17 @@ func (b *Broker) settleInDoubt(evs []*journal.Event) {
 			// window closes.
 			select {
 			case <-ctx.Done():
-				b.log.Error("decision in doubt not settled: it may be in the journal with an attempt that was not performed",
-					"run", evs[0].Run, "effect", evs[0].Effect, "err", err)
+				b.log.Error("record in doubt not settled: it may be in the journal, even after its run's close",
+					"run", evs[0].Run, "effect", evs[0].Effect, "type", evs[0].Type, "performed", !notPerformed, "err", err)
 				return
 			case <-time.After(time.Second):
 			}
 		}
+		if !notPerformed {
+			b.log.Info("a record in doubt is stored", "run", evs[0].Run, "effect", evs[0].Effect, "type", evs[0].Type)
+			return
+		}
 		b.recordOutcome(ctx, evs[0].Run, evs[0].Effect, journal.Result{Status: "failed", Error: "not-performed"}, true)
-		b.log.Warn("a decision in doubt was stored; its effect was not performed, and that is recorded", "run", evs[0].Run, "effect", evs[0].Effect)
+		b.log.Warn("a record in doubt was stored; its effect was not performed, and that is recorded", "run", evs[0].Run, "effect", evs[0].Effect, "type", evs[0].Type)
 	}()
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -415,4 +417,50 @@ func TestSignedAssertionBeforeReopenRefused(t *testing.T) {
 	if got, err := s.DecideSigned(ctx, fresh); err != nil || got.State != StateApproved {
 		t.Fatalf("a new assertion after the reopen: %+v %v", got, err)
 	}
+}
+
+// TestActionDigestRefusesKeysOneDecoderReadsAsOne: keys equal after case
+// folding (at any depth, the Kelvin sign's "key" too) cannot be bound:
+// encoding/json reads them as one field, the last one written, so their
+// order would choose what runs under one digest. Keys that differ
+// otherwise, and one key in another case alone, still bind.
+func TestActionDigestRefusesKeysOneDecoderReadsAsOne(t *testing.T) {
+	for _, p := range []string{
+		`{"body":{"amount":"1"},"BODY":{"amount":"9"}}`,
+		`{"key":"a","\u212aey":"b"}`,
+		`{"files":{"x":{"Path":"a","path":"b"}}}`,
+		`{"list":[{"to":"a"},{"to":"b","TO":"c"}]}`,
+		`{"caf\u00e9":1,"cafe\u0301":2}`,
+	} {
+		if _, _, err := (Action{Sink: "provider", Action: "call", Run: "r1", Params: json.RawMessage(p)}).Digest(); !errors.Is(err, ErrBadAction) {
+			t.Errorf("%s: %v, want ErrBadAction", p, err)
+		}
+	}
+	for _, p := range []string{`{"BODY":{"amount":"1"}}`, `{"body":1,"bodies":2}`, `{"a":{"k":1},"b":{"K":2}}`} {
+		if _, _, err := (Action{Sink: "provider", Action: "call", Run: "r1", Params: json.RawMessage(p)}).Digest(); err != nil {
+			t.Errorf("%s: %v", p, err)
+		}
+	}
+}
+
+// TestActionDigestBindsWhatWasResolved: what the sink resolved beyond the
+// params is part of the binding; without it the digest is as before.
+func TestActionDigestBindsWhatWasResolved(t *testing.T) {
+	a := Action{Sink: "code", Action: "run", Run: "r1", Params: json.RawMessage(`{"integration":"tidy"}`)}
+	b, c := a, a
+	b.Resolved, c.Resolved = "sha256:aa", "sha256:bb"
+	da, _, _ := a.Digest()
+	db, _, _ := b.Digest()
+	dc, _, _ := c.Digest()
+	if da == db || db == dc {
+		t.Errorf("the resolved source does not change the digest: %s %s %s", da, db, dc)
+	}
+	if da != "sha256:"+sha256Hex(`{"action":"run","params":{"integration":"tidy"},"run":"r1","sink":"code"}`) {
+		t.Errorf("an action with nothing resolved changed its digest: %s", da)
+	}
+}
+
+func sha256Hex(s string) string {
+	sum := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(sum[:])
 }

@@ -10,6 +10,8 @@ import (
 	"sort"
 
 	"github.com/gowebpki/jcs"
+
+	"github.com/gatehouse/gatehouse/grounding/strictjson"
 )
 
 // ErrBadAction: the action cannot be bound (its params are not a JSON
@@ -24,14 +26,30 @@ type Action struct {
 	Action string          `json:"action"`
 	Run    string          `json:"run"`
 	Params json.RawMessage `json:"params"`
+	// Resolved is the digest of what the sink resolved beyond the params
+	// (broker.Proposal.Resolved: a stored integration's source), "" for
+	// none; it is left out of the canonical form when empty, so actions
+	// without one keep their digest.
+	Resolved string `json:"resolved,omitempty"`
 }
 
 // Digest returns "sha256:<hex>" over the RFC 8785 canonical JSON of a, and
 // the arguments as a person is shown them (top-level params, sorted by
 // name, each value as canonical JSON). Two actions have the same digest
-// exactly when sink, action, run and every param are equal as JSON values:
+// exactly when sink, action, run, what was resolved and every param are
+// equal as JSON values:
 // key order, whitespace and number spelling do not matter; any other
 // difference does. Missing params are the empty object.
+//
+// Params with two keys of one object that are equal after case folding
+// and NFC ("body" and "BODY", "key" and the Kelvin sign's "Key") cannot
+// be bound, at any depth (ErrBadAction): encoding/json, which decodes a
+// sink's params, matches either to the same field and keeps the one
+// written last, so such params run differently with their keys in
+// another order while their digest, key order aside, stays the same. A
+// person approving them could neither tell which value runs nor keep the
+// agent from swapping them afterwards. (Keys repeated exactly are refused
+// by the canonicalisation.)
 func (a Action) Digest() (string, []Argument, error) {
 	params := a.Params
 	if len(bytes.TrimSpace(params)) == 0 || bytes.Equal(bytes.TrimSpace(params), []byte("null")) {
@@ -40,6 +58,16 @@ func (a Action) Digest() (string, []Argument, error) {
 	var obj map[string]json.RawMessage
 	if err := json.Unmarshal(params, &obj); err != nil {
 		return "", nil, fmt.Errorf("%w: params is not a JSON object: %v", ErrBadAction, err)
+	}
+	dups, err := strictjson.Scan(params, strictjson.Options{Fold: true})
+	if err != nil {
+		return "", nil, fmt.Errorf("%w: params: %v", ErrBadAction, err)
+	}
+	for _, d := range dups {
+		if d.Folded {
+			return "", nil, fmt.Errorf("%w: %s is written twice, as keys that differ only in case or Unicode form; a sink reads one of them, depending on their order: write each key once",
+				ErrBadAction, clip(strictjson.PathText(d.Path, "params")))
+		}
 	}
 	c := a
 	c.Params = params

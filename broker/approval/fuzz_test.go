@@ -8,6 +8,7 @@ import (
 	"time"
 
 	. "github.com/gatehouse/gatehouse/broker/approval"
+	"github.com/gatehouse/gatehouse/grounding/strictjson"
 )
 
 // FuzzActionDigest: params come from the agent. No input crashes the
@@ -19,6 +20,8 @@ func FuzzActionDigest(f *testing.F) {
 	f.Add(`{"n":1e3,"nested":{"b":[1,2],"a":null}}`)
 	f.Add(`[1]`)
 	f.Add(``)
+	f.Add(`{"body":{"a":1},"BODY":{"a":2}}`)
+	f.Add(`{"x":[{"\u212aey":1,"key":2}]}`)
 	f.Fuzz(func(t *testing.T, params string) {
 		a := Action{Sink: "provider", Action: "call", Run: "r1", Params: json.RawMessage(params)}
 		d, args, err := a.Digest()
@@ -27,6 +30,13 @@ func FuzzActionDigest(f *testing.F) {
 				t.Fatalf("error %v does not wrap ErrBadAction", err)
 			}
 			return
+		}
+		// Bound params have no two keys encoding/json reads as one.
+		dups, _ := strictjson.Scan([]byte(params), strictjson.Options{Fold: true})
+		for _, dup := range dups {
+			if dup.Folded {
+				t.Fatalf("bound params with keys equal after folding at %v", dup.Path)
+			}
 		}
 		var obj map[string]json.RawMessage
 		if params != "" && params != "null" {

@@ -564,6 +564,7 @@ func openSinks(ctx context.Context, js jetstream.JetStream, c *serveConfig, sb *
 	}
 	s.closers = append(s.closers, ws.Close)
 	s.sinks = append(s.sinks, ws)
+	s.bind = append(s.bind, func(b *broker.Broker) { ws.Bind(b) }) // an export is decided by its most restricted path
 
 	var mem memory.Store
 	if c.redisURL != "" {

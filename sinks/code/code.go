@@ -96,6 +96,18 @@
 // whose stored source no longer matches its digest is UNAVAILABLE, and one
 // whose verified contract now sends beyond the declared effect is a bad
 // request: neither runs.
+//
+// The registry is one namespace for every tenant, so a name is held by the
+// tenant whose work stored it, and within the tenant by the most trusted
+// origin that stored it (MayReplace): another tenant's work, or model work
+// over what shipped or registry work stored, storing under it is a bad
+// request, refused before it is decided and again, as one compare-and-set,
+// when the entry is written; an operator's entry (no tenant) is replaced
+// by no agent's work. An entry another tenant's work stored does not run
+// in this tenant's work (as if there were none); an operator's entry runs
+// in anyone's. An approval of a run of a stored integration is bound
+// to the source the name resolved to (broker.Proposal.Resolved), so code
+// stored under the name after the approval asks again.
 package code
 
 import (
@@ -303,6 +315,11 @@ func (s *Sink) Describe(ctx context.Context, run *broker.Run, req *broker.Effect
 		if err != nil {
 			return nil, err
 		}
+		if t := in.StoredBy.Tenant; t != "" && t != run.For.Tenant {
+			// Another tenant's work stored it: its code is that work's
+			// words, not this tenant's, and the name says nothing of it.
+			return nil, fmt.Errorf("%w: %w: %q", broker.ErrBadRequest, ErrNoIntegration, p.Integration)
+		}
 		stored, p.Program, p.Source = in, in.Program, string(src)
 		// Stored code is held as registry code, whoever runs it, and never
 		// as more than its registrar was: code a model wrote and stored
@@ -352,6 +369,9 @@ func (s *Sink) Describe(ctx context.Context, run *broker.Run, req *broker.Effect
 	}
 	if stored != nil {
 		prop.Effect.Atom, prop.Effect.Declared = stored.Name, stored.Effect
+		// The params name the entry; what runs is its source now: an
+		// approval of this run covers that source only.
+		prop.Resolved = prop.Digest
 	}
 	if s.gateway.Load() != nil {
 		st.contract = s.readContract(ctx, prog, []byte(p.Source), p.Files)
@@ -445,6 +465,16 @@ func (s *Sink) describeRegister(ctx context.Context, run *broker.Run, req *broke
 	}
 	in := &Integration{Name: p.Name, Program: p.Program, Effect: p.Effect, StoredBy: StoredBy{Run: run.ID,
 		Tenant: run.For.Tenant, Person: run.For.Person, Agent: run.Agent, Origin: origin}}
+	// Refused before it is decided when the name is another's (Put checks
+	// again, atomically, when it stores).
+	switch old, _, held, err := s.cfg.Registry.Holder(ctx, p.Name); {
+	case err != nil:
+		return nil, fmt.Errorf("%w: %v", broker.ErrSinkUnavailable, err)
+	case held:
+		if err := MayReplace(old, in.StoredBy); err != nil {
+			return nil, fmt.Errorf("%w: integration %q: %w", broker.ErrBadRequest, p.Name, err)
+		}
+	}
 	sum := sha256.Sum256([]byte(p.Source))
 	return &broker.Proposal{
 		Effect: policy.Effect{Sink: policy.SinkCode, Action: ActionRegister, Origin: origin, Tool: req.Tool,

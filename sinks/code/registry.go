@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/gatehouse/gatehouse/broker/journal"
+	"github.com/gatehouse/gatehouse/broker/kvcas"
 	"github.com/gatehouse/gatehouse/broker/subject"
 	"github.com/gatehouse/gatehouse/policy"
 	"github.com/gatehouse/gatehouse/sinks/code/contract"
@@ -57,7 +58,55 @@ var (
 	ErrRegistry = errors.New("integration registry unavailable")
 	// ErrRegistryTampered: a stored source does not match its entry's digest.
 	ErrRegistryTampered = errors.New("integration source does not match its digest")
+	// ErrIntegrationHeld: the name is held by an entry that work of
+	// another tenant (or an operator) stored, or work of a more trusted
+	// origin: this work cannot replace it (see MayReplace).
+	ErrIntegrationHeld = errors.New("integration name is held by other work")
 )
+
+// MayReplace returns nil when work by may store an entry over one stored
+// by old, else an error wrapping ErrIntegrationHeld. The registry is one
+// namespace for every tenant, and whoever runs an entry by name runs what
+// its holder stored; so a name is held by the tenant whose work stored it
+// (an entry an operator wrote, naming no tenant, by nobody an agent acts
+// for), and within it by the most trusted origin that stored it: model
+// work cannot replace what shipped or registry work stored. Otherwise an
+// agent of one tenant would choose the code another tenant's runs of the
+// name carry out, or a model agent the code behind a trusted name.
+func MayReplace(old, by StoredBy) error {
+	if old.Tenant == "" || old.Tenant != by.Tenant {
+		return fmt.Errorf("%w: it was stored by another tenant's work or by an operator; choose another name", ErrIntegrationHeld)
+	}
+	was, now := policy.LeastTrusted(old.Origin, old.Origin), policy.LeastTrusted(by.Origin, by.Origin)
+	if was != now && policy.LeastTrusted(was, now) == now {
+		return fmt.Errorf("%w: it was stored by %s work, which %s work cannot replace; choose another name", ErrIntegrationHeld, was, now)
+	}
+	return nil
+}
+
+// storeTries bounds the compare-and-set rounds of one Put against
+// concurrent writes of the same entry (other registrations, contract
+// rereads).
+const storeTries = 8
+
+// Holder returns who stored the entry under name, ok false when none is.
+func (r *Registry) Holder(ctx context.Context, name string) (by StoredBy, rev uint64, ok bool, err error) {
+	e, err := r.kv.Get(ctx, name)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return StoredBy{}, 0, false, nil
+	}
+	if err != nil {
+		return StoredBy{}, 0, false, fmt.Errorf("%w: %v", ErrRegistry, err)
+	}
+	var in struct {
+		StoredBy StoredBy `json:"stored_by"`
+	}
+	if err := json.Unmarshal(e.Value(), &in); err != nil {
+		// An entry nobody can read is held by nobody an agent acts for.
+		return StoredBy{}, e.Revision(), true, nil
+	}
+	return in.StoredBy, e.Revision(), true, nil
+}
 
 var integrationName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
 
@@ -163,8 +212,10 @@ func sourceDigest(src []byte) string {
 func objectName(digest string) string { return "src-" + digest[len("sha256:"):] }
 
 // Put stores an integration: its source under its digest, then its
-// entry, with the contract read from that source. It returns the entry's
-// revision.
+// entry, with the contract read from that source, if in.StoredBy may
+// replace the entry there (MayReplace; checked and written as one
+// compare-and-set, so two registrations racing for a free name leave
+// one holder). It returns the entry's revision.
 func (r *Registry) Put(ctx context.Context, in *Integration, source []byte, c *contract.Contract) (uint64, error) {
 	if !ValidIntegrationName(in.Name) {
 		return 0, fmt.Errorf("%w: %q is not an integration name", ErrRegistry, in.Name)
@@ -181,11 +232,28 @@ func (r *Registry) Put(ctx context.Context, in *Integration, source []byte, c *c
 	if err != nil {
 		return 0, err
 	}
-	rev, err := r.kv.Put(ctx, in.Name, b)
-	if err != nil {
-		return 0, fmt.Errorf("%w: store the entry: %v", ErrRegistry, err)
+	for range storeTries {
+		old, seen, held, err := r.Holder(ctx, in.Name)
+		if err != nil {
+			return 0, err
+		}
+		var rev uint64
+		if !held {
+			rev, err = r.kv.Create(ctx, in.Name, b)
+		} else if err := MayReplace(old, in.StoredBy); err != nil {
+			return 0, fmt.Errorf("integration %q: %w", in.Name, err)
+		} else {
+			rev, err = r.kv.Update(ctx, in.Name, b, seen)
+		}
+		if kvcas.Conflict(err) {
+			continue // written meanwhile: look at its holder again
+		}
+		if err != nil {
+			return 0, fmt.Errorf("%w: store the entry: %v", ErrRegistry, err)
+		}
+		return rev, nil
 	}
-	return rev, nil
+	return 0, fmt.Errorf("%w: store the entry: it kept changing while being stored; try again", ErrRegistry)
 }
 
 // Get returns a stored integration and its source, checked against its

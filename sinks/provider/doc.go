@@ -14,8 +14,9 @@
 // BAD_REQUEST (twice inside body: refused ambiguous-request, below).
 // provider must be in the Catalogue; method is GET, HEAD, OPTIONS, POST,
 // PUT, PATCH or DELETE in any case; path is relative to the provider's
-// base URL; headers must be in the provider's headers_allowed. body is
-// JSON sent byte for byte as given (content type application/json, or a
+// base URL; headers must be in the provider's headers_allowed, each once
+// (two spellings of one header name, which HTTP reads as one, are a bad
+// request). body is JSON sent byte for byte as given (content type application/json, or a
 // JSON content_type); body_base64 is any other content, with content_type.
 // operation_id is the idempotency key, for providers that have an
 // idempotency_header; it defaults to the id of the approval the call runs

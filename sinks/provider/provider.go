@@ -301,6 +301,11 @@ func (s *Sink) decode(ctx context.Context, req *broker.EffectRequest, p *Params)
 		c.headers = http.Header{}
 		for k, v := range p.Headers {
 			ck := textproto.CanonicalMIMEHeaderKey(k)
+			if _, twice := c.headers[ck]; twice {
+				// Both would be set as one header, the one map order puts
+				// last: which value is sent would be chance.
+				return nil, e, bad("header %s is given twice, in spellings that differ only in case; give it once", ck)
+			}
 			if !prov.allowed[ck] {
 				return nil, e, bad("header %q may not be set on provider %s; the catalogue's headers_allowed lists those that may", clip(k), prov.Name)
 			}

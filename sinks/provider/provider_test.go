@@ -125,6 +125,7 @@ func TestAgentCannotWidenAuthority(t *testing.T) {
 		"atom of another provider": {policy.OriginShipped, map[string]any{"provider": "erp-plain", "method": "GET", "path": "/x", "atom": "erp.read"}},
 		"path with a control":      {policy.OriginShipped, map[string]any{"provider": "erp", "method": "GET", "path": "/invoices/\u0000", "atom": "erp.read"}},
 		"header not allowed":       {policy.OriginShipped, map[string]any{"provider": "erp", "method": "GET", "path": "/invoices/INV-7", "atom": "erp.read", "headers": map[string]string{"Authorization": "Bearer mine"}}},
+		"header in two spellings":  {policy.OriginShipped, map[string]any{"provider": "erp", "method": "GET", "path": "/invoices/INV-7", "atom": "erp.read", "headers": map[string]string{"X-Request-Id": "a", "x-request-id": "b"}}},
 		"query in path":            {policy.OriginShipped, map[string]any{"provider": "erp", "method": "GET", "path": "/invoices/INV-7?x=1", "atom": "erp.read"}},
 		"unknown provider":         {policy.OriginShipped, map[string]any{"provider": "bank", "method": "GET", "path": "/"}},
 		"unknown field":            {policy.OriginShipped, map[string]any{"provider": "erp", "method": "GET", "path": "/", "person": "bob"}},

@@ -20,8 +20,13 @@
 //   - read {"path": P} returns a file (class read). A missing file fails with
 //     "not-found".
 //   - export {"files": {P: <base64> | null, ...}} applies a step's changes:
-//     each P is written, or deleted when null. Target is "export"; the class
-//     is write, or destructive when the batch deletes. The outcome records
+//     each P is written, or deleted when null. Target is the path of the
+//     batch the policy treats most strictly (bound to the broker, Bind):
+//     the first, in path order, that strict policy refuses as an export
+//     of that path alone (class destructive for a deletion), else the
+//     first it holds for a person, else "export"; so a rule naming a path
+//     decides a batch that touches it, which cannot carry a file past it.
+//     The class is write, or destructive when the batch deletes. The outcome records
 //     the counts (files, added, changed, unchanged, deleted) and a digest
 //     over the batch: SHA-256 of the lines "P\t<digest>\n", sorted by P,
 //     where <digest> is "sha256:<hex>" of the content or "deleted". An
@@ -62,6 +67,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
+	"time"
 
 	"github.com/gatehouse/gatehouse/broker"
 	"github.com/gatehouse/gatehouse/broker/journal"
@@ -138,7 +145,19 @@ type ExportReply struct {
 type Sink struct {
 	root *os.Root
 	cfg  Config
+	pol  atomic.Pointer[policyBox] // the broker's policy, once bound
 }
+
+// Policy is what the sink needs of the broker to describe an export: the
+// policy it decides under. *broker.Broker is one.
+type Policy interface{ Policy() *policy.Policy }
+
+type policyBox struct{ p Policy }
+
+// Bind gives the sink the broker whose policy decides its effects, so an
+// export is described by its most restricted path (see the package
+// documentation). Until it is bound an export is described as "export".
+func (s *Sink) Bind(p Policy) { s.pol.Store(&policyBox{p}) }
 
 var _ broker.Sink = (*Sink)(nil)
 
@@ -246,12 +265,52 @@ func (s *Sink) Describe(ctx context.Context, run *broker.Run, req *broker.Effect
 				e.Class = policy.EffectDestructive
 			}
 		}
+		if t := s.restricted(run, e, changes); t != "" {
+			e.Target = t
+		}
 		p.Size, p.Digest = size, batchDigest(changes)
 	default:
 		return nil, fmt.Errorf("%w: the workspace sink's actions are %q, %q and %q", broker.ErrBadRequest, ActionWrite, ActionRead, ActionExport)
 	}
 	p.Effect = e
 	return p, nil
+}
+
+// restricted returns the path of changes the policy treats most strictly
+// as the target of an export (e with that path, and the class of its own
+// change): the first one strict policy refuses, else the first one it
+// holds for a person, else "" (every path is allowed on its own, and the
+// export is decided as TargetExport). So a rule naming a path decides an
+// export that touches it as it decides a write of it: a batch cannot carry
+// past a rule a path on its own would meet.
+func (s *Sink) restricted(run *broker.Run, e policy.Effect, changes []change) string {
+	box := s.pol.Load()
+	if box == nil {
+		return ""
+	}
+	pol := box.p.Policy()
+	if pol == nil {
+		return ""
+	}
+	in := policy.Input{Mode: policy.ModeStrict, Authority: run.Authority(), Now: time.Now()}
+	held := ""
+	for _, c := range changes {
+		in.Effect = e
+		in.Effect.Target, in.Effect.Class = c.path, ""
+		if c.content == nil {
+			in.Effect.Class = policy.EffectDestructive
+		}
+		switch pol.Decide(in).Verdict {
+		case policy.VerdictAllow:
+		case policy.VerdictHold:
+			if held == "" {
+				held = c.path
+			}
+		default:
+			return c.path
+		}
+	}
+	return held
 }
 
 func (s *Sink) exportChanges(files map[string]json.RawMessage) ([]change, int64, error) {
