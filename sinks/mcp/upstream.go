@@ -307,10 +307,7 @@ func (k *Sink) workspace(srv *Server) (string, error) {
 // print its environment).
 func stderrTail(b []byte, cred provider.Credential) string {
 	const max = 2 << 10
-	s := string(b)
-	if !cred.Token.IsZero() {
-		s = strings.ReplaceAll(s, cred.Token.Reveal(), "[credential]")
-	}
+	s := redactText(string(b), cred)
 	if len(s) > max {
 		s = "..." + s[len(s)-max:]
 	}
