@@ -251,8 +251,16 @@ servers:
 	if rep.Error == nil || rep.Error.Code != broker.CodeBadRequest {
 		t.Errorf("a reference beyond a double's precision: exit %d %s %s", r.code, r.stdout, r.stderr)
 	}
-	if r, rep := effect(approvedArgs); rep.Decision == nil || rep.Decision.Outcome != "allowed" {
+	if r, rep := effect(`{"supplier":"S-1","iban":"GB82","amount":"2","ref":12345678901234567000}`); rep.Decision == nil || rep.Decision.Outcome != "held" {
+		t.Errorf("other arguments after the approval: exit %d %s %s", r.code, r.stdout, r.stderr)
+	}
+	// The same arguments in another key order and spacing are the same
+	// call: it runs, once.
+	if r, rep := effect(`{ "ref": 12345678901234567000, "amount":"1", "iban":"GB82", "supplier":"S-1" }`); rep.Decision == nil || rep.Decision.Outcome != "allowed" {
 		t.Errorf("the approved call: exit %d %s %s", r.code, r.stdout, r.stderr)
+	}
+	if r, rep := effect(approvedArgs); rep.Decision == nil || rep.Decision.Outcome != "held" {
+		t.Errorf("the approved call a second time: exit %d %s %s", r.code, r.stdout, r.stderr)
 	}
 	var pays2 []string
 	for _, c := range upstreamCalls(t, calls2) {
@@ -260,7 +268,7 @@ servers:
 			pays2 = append(pays2, c)
 		}
 	}
-	if len(pays2) != 1 || !strings.Contains(pays2[0], "12345678901234567000") {
+	if len(pays2) != 1 || !strings.Contains(pays2[0], "12345678901234567000") || !strings.Contains(pays2[0], `"amount":"1"`) {
 		t.Errorf("notes-http2 received %q, want the approved call once", pays2)
 	}
 
