@@ -277,8 +277,29 @@ servers:
 	if res := call("notes-http__delete_note", map[string]any{"name": "n1"}); !strings.Contains(textOf(res), "HELD") || !strings.Contains(textOf(res), "destructive-review") {
 		t.Errorf("a destructive tool under an approval rule on destructive effects: %s", whole(res))
 	}
+	// The held tool spelled otherwise: only the pinned spelling exists,
+	// so every other one is refused before anything is forwarded.
+	for _, p := range []string{
+		`{"server":"notes-http","tool":"Delete_Note"}`, `{"server":"notes-http","tool":"delete_note "}`,
+		`{"server":"notes-http","tool":"delete_note\u200b"}`, `{"server":"notes-http","tool":"delete\uff3fnote"}`,
+		`{"server":"notes-http","tool":"delete_note\u0000"}`, `{"server":"notes-http","tool":"notes-http__delete_note"}`,
+		`{"server":"notes-http","tool":"notes-http/delete_note"}`, `{"server":"notes-http/delete_note","tool":"delete_note"}`,
+		`{"server":"NOTES-HTTP","tool":"delete_note"}`, `{"server":"notes-http ","tool":"delete_note"}`,
+	} {
+		r := gh(t, "effect", "mcp", "--data-dir", data, "--agent", "bob", "--run", run, "--action", "call", "--json", "--params", p)
+		var rep broker.EffectReply
+		_ = json.Unmarshal([]byte(r.stdout), &rep)
+		if r.code == 0 || rep.Decision != nil && rep.Decision.Outcome == "allowed" {
+			t.Errorf("%s: exit %d %s %s", p, r.code, r.stdout, r.stderr)
+		}
+	}
+	for _, name := range []string{"notes-http/delete_note", "NOTES-HTTP__DELETE_NOTE", "notes-http__delete_note "} {
+		if _, err := sess.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: map[string]any{"name": "n1"}}); err == nil {
+			t.Errorf("tools/call %q was answered", name)
+		}
+	}
 	for _, c := range upstreamCalls(t, calls) {
-		if strings.Contains(c, `"tool":"delete_note"`) {
+		if strings.Contains(strings.ToLower(c), `delete`) {
 			t.Errorf("a held tool reached the server: %s", c)
 		}
 	}
