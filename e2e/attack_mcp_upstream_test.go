@@ -38,7 +38,9 @@ import (
 //   - an approval of one call reused for a number RFC 8785 reads as the
 //     same double (12345678901234567000, 12345678901234567890): refused;
 //   - an approval rule on destructive effects: the destructive tool held;
-//   - a tool a deny rule refuses by its name: not offered by tools/list;
+//   - a tool a deny rule refuses by its name, or the card blocks in
+//     another case (Wipe_Notes under blocked_tools wipe_notes): not
+//     offered by tools/list, and refused;
 //   - a tool whose description the server changed: refused, and no longer
 //     offered by tools/list until an operator accepts it; a change that
 //     would hide text from the operator's terminal (a carriage return,
@@ -96,6 +98,7 @@ scopes:
 agents:
   - name: bob
     allowed_tools: ["notes-*/*"]
+    blocked_tools: ["*/wipe_notes"]
 `),
 		"--mcp-servers", write("mcp-servers.yaml", `
 servers:
@@ -315,6 +318,13 @@ servers:
 	tools := toolNames(t, ctx, sess)
 	if tools["notes-http__read_note"] != nil {
 		t.Errorf("tools/list offers a tool whose description changed (every call is refused): %+v", tools["notes-http__read_note"])
+	}
+	if tools["notes-http__Wipe_Notes"] != nil || tools["notes-stdio__Wipe_Notes"] != nil {
+		t.Errorf("tools/list offers Wipe_Notes, which the card blocks as wipe_notes")
+	}
+	if r := gh(t, "effect", "mcp", "--data-dir", data, "--agent", "bob", "--run", run, "--action", "call", "--json",
+		"--params", `{"server":"notes-http","tool":"Wipe_Notes","arguments":{"name":"n1"}}`); r.code == 0 || !strings.Contains(r.stdout, "tool-blocked") {
+		t.Errorf("Wipe_Notes under a block of wipe_notes: exit %d %s %s", r.code, r.stdout, r.stderr)
 	}
 	if tools["notes-http__publish_note"] != nil {
 		t.Errorf("tools/list offers a tool a deny rule refuses whatever its arguments")

@@ -103,6 +103,7 @@ func newServer() *mcp.Server {
 	addReadNote(s, description())
 	mcp.AddTool(s, &mcp.Tool{Name: "publish_note", Description: "Publish a note to everyone.", Annotations: &mcp.ToolAnnotations{DestructiveHint: &f}}, handler[noteArgs]("publish_note"))
 	mcp.AddTool(s, &mcp.Tool{Name: "delete_note", Description: "Delete a note."}, handler[noteArgs]("delete_note"))
+	mcp.AddTool(s, &mcp.Tool{Name: "Wipe_Notes", Description: "Delete every note."}, handler[noteArgs]("Wipe_Notes"))
 	mcp.AddTool(s, &mcp.Tool{Name: "transfer", Description: "Pay a supplier.", Annotations: &mcp.ToolAnnotations{DestructiveHint: &f}}, handler[transferArgs]("transfer"))
 	addAttackTools(s)
 	return s
