@@ -182,7 +182,7 @@ func couldAllow(pol *policy.Policy, run *Run, a *Action, now time.Time, origin p
 		e.Provider = a.System
 	}
 	if a.Sink == policy.SinkMCP {
-		e.Target = a.ToolName()
+		e.Target, e.PathFold = a.ToolName(), true // as the mcp sink describes it
 	}
 	d := pol.Decide(policy.Input{Mode: policy.ModeStrict, Authority: run.Authority(), Effect: e, Now: now})
 	for _, r := range d.Reasons {

@@ -435,6 +435,9 @@ func (k *Sink) Describe(ctx context.Context, run *broker.Run, req *broker.Effect
 	// never by the agent: rules' effect: matches (which read Declared)
 	// then hold for MCP tools too.
 	e.Declared = e.Class
+	// The server names its tools; a deny rule, scope or approval on a
+	// target holds for every case the server spells the tool in.
+	e.PathFold = true
 	sum := sha256.Sum256(p.Arguments)
 	prop := &broker.Proposal{Effect: e, Size: int64(len(p.Arguments)), Digest: "sha256:" + hex.EncodeToString(sum[:]),
 		State: &state{srv: srv, tool: p.Tool, args: p.Arguments}}
