@@ -86,7 +86,7 @@ func TestRedteamMCPUpstream(t *testing.T) {
 	flags := []string{"--mode", "strict", "--agents", "bob", "--approval-key", pub,
 		"--policy", write("rules.yaml", `
 effects:
-  - {name: no-publishing, decision: deny, match: {sink: mcp, target: "notes-http/publish_note"}}
+  - {name: no-publishing, decision: deny, match: {sink: mcp, target: "notes-http/PUBLISH_NOTE"}}
 approvals:
   - {name: destructive-review, match: {sink: mcp, effect: destructive}, roles: [reviewer]}
   - {name: big-payments, match: {sink: mcp, target: "notes-http2/pay"}, roles: [reviewer]}
@@ -328,6 +328,10 @@ servers:
 	}
 	if tools["notes-http__publish_note"] != nil {
 		t.Errorf("tools/list offers a tool a deny rule refuses whatever its arguments")
+	}
+	if r := gh(t, "effect", "mcp", "--data-dir", data, "--agent", "bob", "--run", run, "--action", "call", "--json",
+		"--params", `{"server":"notes-http","tool":"publish_note","arguments":{"name":"n1"}}`); r.code == 0 || !strings.Contains(r.stdout, "no-publishing") {
+		t.Errorf("publish_note under a deny rule on PUBLISH_NOTE: exit %d %s %s", r.code, r.stdout, r.stderr)
 	}
 	if tools["notes-http__pay"] == nil || tools["notes-stdio__read_note"] == nil || tools["notes-stdio__publish_note"] == nil {
 		t.Errorf("tools/list lost unchanged tools: %v", mapsKeys(tools))
