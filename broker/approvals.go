@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/gatehouse/gatehouse/broker/approval"
 	"github.com/gatehouse/gatehouse/broker/approvalgate"
@@ -75,6 +76,16 @@ func (b *Broker) gateApproval(ctx context.Context, run *Run, req *EffectRequest,
 		switch a.Standing {
 		case approvalgate.Approved:
 			if d2.Verdict == policy.VerdictAllow {
+				if why, expired := b.approvalExpired(cur); expired {
+					// Back with a person, recorded (approval.reopened)
+					// before this decision, so replay reads it as waiting.
+					if _, err := b.approvals.Reopen(ctx, cur.ID, need, why); err != nil {
+						b.log.Error("reopen of an expired approval failed; the action stays held", "approval", cur.ID, "err", err)
+					}
+					a.Standing = approvalgate.Waiting
+					reply.Error = errorBody(fmt.Errorf("%w: %s: %s; it is back with a person", ErrApprovalRequired, cur.ID, why))
+					return approvalgate.Decide(pol, in, d, a), g
+				}
 				g.claim = true
 				return d2, g
 			}
@@ -136,6 +147,24 @@ func (b *Broker) gateApproval(ctx context.Context, run *Run, req *EffectRequest,
 	g.id = r.ID
 	reply.Error = errorBody(fmt.Errorf("%w: %s", ErrApprovalRequired, r.ID))
 	return d, g
+}
+
+// approvalExpired says whether approved request r has stood unused past
+// the broker's ApprovalLife, and why in words for the reviewer and the
+// agent. An approval given days ago for an action the agent proposes now
+// is no longer a person's answer about the world as it is.
+func (b *Broker) approvalExpired(r *approval.Request) (string, bool) {
+	if b.approvalLife <= 0 || r.Decision == nil {
+		return "", false
+	}
+	given := r.Decision.Time
+	if given.IsZero() {
+		given = r.Updated
+	}
+	if b.now().Sub(given) <= b.approvalLife {
+		return "", false
+	}
+	return fmt.Sprintf("the approval expired: given %s, approvals stand for %s", given.UTC().Format(time.RFC3339), b.approvalLife), true
 }
 
 // refuseWith turns d into an enforced refusal for rule with detail.

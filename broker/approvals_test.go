@@ -8,6 +8,8 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -37,7 +39,7 @@ type approvalWorld struct {
 
 // startApprovals runs Gatehouse in mode with rules (sinktest.Start has no
 // approvals, so this is its twin with them).
-func startApprovals(t *testing.T, mode policy.Mode, rules string) *approvalWorld {
+func startApprovals(t *testing.T, mode policy.Mode, rules string, tune ...func(*broker.Config)) *approvalWorld {
 	t.Helper()
 	dir := t.TempDir()
 	w := &approvalWorld{Env: &sinktest.Env{Dir: dir, JournalDir: filepath.Join(dir, "journal")}, dir: dir}
@@ -76,7 +78,11 @@ func startApprovals(t *testing.T, mode policy.Mode, rules string) *approvalWorld
 	if err != nil {
 		t.Fatal(err)
 	}
-	if w.Broker, err = broker.New(broker.Config{Mode: mode, Approvals: w.svc}, runs, rec, loadRules(t, dir, rules), out); err != nil {
+	cfg := broker.Config{Mode: mode, Approvals: w.svc}
+	for _, f := range tune {
+		f(&cfg)
+	}
+	if w.Broker, err = broker.New(cfg, runs, rec, loadRules(t, dir, rules), out); err != nil {
 		t.Fatal(err)
 	}
 	svc, err := broker.Serve(w.Replies, w.Broker, broker.ServiceConfig{})
@@ -455,5 +461,50 @@ func TestSignedDecisionOverNATSAndRace(t *testing.T) {
 	ts := w.verifyAndFind(t, run)
 	if count(ts, journal.TypeApprovalDecision) != 1 || count(ts, journal.TypeApprovalClaim) != 1 {
 		t.Fatalf("journal: %v", ts)
+	}
+}
+
+// An approval stands for the broker's ApprovalLife: the approved action
+// proposed after that goes back to a person (reopened, recorded before
+// the held decision, so replay reads the approval as waiting), and runs
+// once approved again. Before that it runs as usual.
+func TestExpiredApprovalGoesBackToAPerson(t *testing.T) {
+	var skew atomic.Int64 // how far the broker's clock is ahead
+	w := startApprovals(t, policy.ModeStrict, approveOutputs, func(c *broker.Config) {
+		c.ApprovalLife = time.Hour
+		c.Now = func() time.Time { return time.Now().Add(time.Duration(skew.Load())) }
+	})
+	ctx := sinktest.Ctx(t)
+	run := w.Open(t, broker.OpenWork{Tenant: "acme", Person: "pat"})
+	held := w.propose(t, run, "ok", map[string]int{"amount": 10})
+	id := held.Decision.Approval
+	if _, err := w.svc.Decide(ctx, id, rita); err != nil {
+		t.Fatal(err)
+	}
+	skew.Store(int64(2 * time.Hour))
+	late := w.propose(t, run, "ok", map[string]int{"amount": 10})
+	if code(late) != broker.CodeApprovalRequired || late.Outcome != nil || !strings.Contains(late.Error.Message, "expired") {
+		t.Fatalf("an approval two hours old, standing for one: %+v %+v", late.Decision, late.Error)
+	}
+	r, err := w.svc.Get(ctx, id)
+	if err != nil || r.State != approval.StateReopened || r.Decision != nil {
+		t.Fatalf("the expired request: %+v %v", r, err)
+	}
+	if _, err := w.svc.Decide(ctx, id, approval.Decision{Approved: true, Approver: "rita", Roles: rita.Roles, Assurance: rita.Assurance, Time: time.Now().Add(2 * time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	if ran := w.propose(t, run, "ok", map[string]int{"amount": 10}); ran.Error != nil || ran.Outcome == nil {
+		t.Fatalf("approved again: %+v %+v", ran.Decision, ran.Error)
+	}
+	ts := w.verifyAndFind(t, run)
+	re, held2 := slices.Index(ts, journal.TypeApprovalReopened), -1
+	for i, typ := range ts {
+		if typ == journal.TypeDecision && i > re {
+			held2 = i
+			break
+		}
+	}
+	if re < 0 || held2 < 0 || count(ts, journal.TypeAttempt) != 1 {
+		t.Fatalf("want approval.reopened before the next decision, and one attempt: %v", ts)
 	}
 }

@@ -94,6 +94,10 @@ type Config struct {
 	// sends to a person (strict mode) and claims approved ones; nil: such
 	// effects are held with no request to approve.
 	Approvals Approvals
+	// ApprovalLife bounds how long an approval stands unused: an approved
+	// action proposed later than this after the decision goes back to a
+	// person (reopened, "the approval expired"). 0 is for ever.
+	ApprovalLife time.Duration
 	// Requests, when set, decides each request with a request_id at most
 	// once per run (see RequestIDs); nil ignores request ids.
 	Requests *RequestIDs
@@ -124,12 +128,13 @@ type Broker struct {
 	// its own Error, which this broker's asynchronous answers do not use
 	effectErrors atomic.Int64
 
-	approvals  Approvals
-	requests   *RequestIDs
-	identities Identities
-	later      inflight              // outcomes being recorded after their reply (record.go)
-	fence      atomic.Pointer[Fence] // the other brokers' decisions, for a close (fence.go)
-	floods     refusalFlood          // budgets of caller refusals' records (refusalflood.go)
+	approvals    Approvals
+	approvalLife time.Duration
+	requests     *RequestIDs
+	identities   Identities
+	later        inflight              // outcomes being recorded after their reply (record.go)
+	fence        atomic.Pointer[Fence] // the other brokers' decisions, for a close (fence.go)
+	floods       refusalFlood          // budgets of caller refusals' records (refusalflood.go)
 }
 
 // New returns a broker deciding under p. Sinks are looked up by Name.
@@ -143,7 +148,7 @@ func New(cfg Config, runs RunStore, j Journal, p *policy.Policy, sinks ...Sink) 
 	}
 	b := &Broker{
 		mode: mode, now: cfg.Now, log: cfg.Logger, metrics: cfg.Metrics, content: cfg.Content,
-		runs: runs, journal: j, sinks: map[policy.Sink]Sink{}, approvals: cfg.Approvals,
+		runs: runs, journal: j, sinks: map[policy.Sink]Sink{}, approvals: cfg.Approvals, approvalLife: cfg.ApprovalLife,
 		requests: cfg.Requests, identities: cfg.Identities,
 	}
 	if b.now == nil {

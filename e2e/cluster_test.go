@@ -331,7 +331,7 @@ func witnessCheckpointConsistent(t *testing.T, d *deployment) {
 	v := gh(t, "verify", "--json", d.jdir, "--trusted-key", d.wit.trustedFile, "--require-signatures",
 		"--log-key", d.wit.logVKey, "--witness-key", d.wit.witnessVKey, "--witness", d.wit.url)
 	if v.code != 0 {
-		t.Fatalf("verify with keys and the witness: exit %d:\n%s\n%s", v.code, tail(v.stdout, 4000), v.stderr)
+		t.Fatalf("verify with keys and the witness: exit %d:\n%s\n%s%s", v.code, tail(v.stdout, 4000), v.stderr, d.explainFindings(v.stdout))
 	}
 }
 

@@ -20,11 +20,13 @@ import (
 type approvalFlags struct {
 	key          string        // --approval-key FILE, or GATEHOUSE_APPROVAL_KEY
 	claimTimeout time.Duration // --approval-claim-timeout
+	life         time.Duration // --approval-life
 }
 
 func (a *approvalFlags) register(fs *flagSet) {
 	fs.stringVar(&a.key, "approval-key", "", "the approvals backend's public key, verifying the decisions it signs: the .pub file gatehouse keygen wrote (or the key itself); without it every signed decision is refused")
 	fs.DurationVar(&a.claimTimeout, "approval-claim-timeout", 5*time.Minute, "an approved action claimed and not settled for this long is marked OUTCOME_UNKNOWN for a person to reconcile")
+	fs.DurationVar(&a.life, "approval-life", 24*time.Hour, "an approval stands this long unused: the approved action proposed later goes back to a person (reopened, \"the approval expired\"); 0 keeps approvals until their run closes")
 }
 
 // openApprovals opens the approval store (Redis with --redis-url, else

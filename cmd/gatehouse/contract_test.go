@@ -17,7 +17,10 @@ func storeExampleIntegration(t *testing.T, sinks []broker.Sink) {
 	t.Helper()
 	for _, s := range sinks {
 		if cs, ok := s.(*code.Sink); ok {
-			in := &code.Integration{Name: code.ExampleIntegration, Program: "python3", Effect: policy.EffectWrite}
+			// Stored by acme's work, as the examples' run is: an entry is
+			// found, and may be stored again, only from its tenant's work.
+			in := &code.Integration{Name: code.ExampleIntegration, Program: "python3", Effect: policy.EffectWrite,
+				StoredBy: code.StoredBy{Tenant: "acme", Origin: policy.OriginModel}}
 			if _, err := cs.Registry().Put(context.Background(), in, []byte("print(1)"), contract.Unverified(contract.ReasonReaderFailed, "example")); err != nil {
 				t.Fatal(err)
 			}

@@ -298,8 +298,8 @@ func cmdServe(ctx context.Context, env *cliEnv, args []string) error {
 	if err != nil {
 		return err
 	}
-	b, err := broker.New(broker.Config{Mode: mode, Logger: log, Metrics: metrics, Approvals: apv, Content: capture, Requests: reqIDs,
-		Identities: ids.holder}, runs, rec, pol, sinks.sinks...)
+	b, err := broker.New(broker.Config{Mode: mode, Logger: log, Metrics: metrics, Approvals: apv, ApprovalLife: c.approvals.life,
+		Content: capture, Requests: reqIDs, Identities: ids.holder}, runs, rec, pol, sinks.sinks...)
 	if err != nil {
 		return err
 	}

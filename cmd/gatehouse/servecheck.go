@@ -116,6 +116,9 @@ func (c *serveConfig) validate(env *cliEnv) error {
 	if c.approvals.claimTimeout <= 0 {
 		return usageError("--approval-claim-timeout must be positive")
 	}
+	if c.approvals.life < 0 {
+		return usageError("--approval-life must be 0 (approvals stand until their run closes) or positive, not %s", c.approvals.life)
+	}
 	return c.integrity.validate()
 }
 
