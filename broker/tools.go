@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/nats-io/nats.go/micro"
@@ -122,9 +123,10 @@ func DecodeWaitRequest(data []byte) (*WaitRequest, error) {
 // its arguments could say would let it through: the agent card blocks the
 // tool or does not list it, the agent has no card, or the mandate has
 // expired, does not cover the action's system, or does not hand over its
-// effect class. Everything that depends on the arguments (targets,
-// deployment rules, scopes, grounding, approvals) is decided when the
-// tool is called.
+// effect class, or (an upstream MCP tool, whose target is its name) a
+// deny rule matches it. Everything that depends on the arguments
+// (targets, deployment rules, scopes, grounding, approvals) is decided
+// when the tool is called.
 //
 // Only the run's own agent may ask (ErrNotRunAgent), as only it may
 // propose the run's effects.
@@ -139,9 +141,10 @@ func (b *Broker) Tools(ctx context.Context, from Caller, runID string) ([]ToolIn
 	}
 	pol := b.policy.Load()
 	now := b.now()
+	origin := b.establishedOrigin(from)
 	out := []ToolInfo{}
 	for _, a := range DescribedActions(sinks) {
-		if a.Unlisted || b.mode != policy.ModeOff && !couldAllow(pol, run, &a, now) {
+		if a.Unlisted || b.mode != policy.ModeOff && !couldAllow(pol, run, &a, now, origin) {
 			continue
 		}
 		s, err := a.Schema()
@@ -168,17 +171,33 @@ func (b *Broker) Tools(ctx context.Context, from Caller, runID string) ([]ToolIn
 
 // couldAllow reports whether some arguments could make a of run allowed:
 // it decides the action in strict mode with no arguments and looks only at
-// the findings that do not depend on them.
-func couldAllow(pol *policy.Policy, run *Run, a *Action, now time.Time) bool {
-	e := policy.Effect{Sink: a.Sink, Action: a.Name, Tool: a.ToolName(), Class: a.Class}
+// the findings that do not depend on them. An upstream MCP tool's target
+// is its name whatever the arguments, and every other key an effects rule
+// matches (sink, action, the agent, its origin) is fixed too, except
+// whether a stdio server runs confined, which only the sink knows: a deny
+// rule that matches such a tool confined or not refuses every call of it.
+func couldAllow(pol *policy.Policy, run *Run, a *Action, now time.Time, origin policy.Origin) bool {
+	e := policy.Effect{Sink: a.Sink, Action: a.Name, Tool: a.ToolName(), Class: a.Class, Origin: origin}
 	if a.Sink == policy.SinkProvider || a.Sink == policy.SinkMCP {
 		e.Provider = a.System
+	}
+	if a.Sink == policy.SinkMCP {
+		e.Target, e.PathFold = a.ToolName(), true // as the mcp sink describes it
 	}
 	d := pol.Decide(policy.Input{Mode: policy.ModeStrict, Authority: run.Authority(), Effect: e, Now: now})
 	for _, r := range d.Reasons {
 		switch r.Refusal {
 		case policy.RefusePolicyUnreadable, policy.RefuseAgentUnregistered, policy.RefuseToolBlocked, policy.RefuseToolNotAllowed:
 			return false
+		case policy.RefuseDeploymentRule:
+			if a.Sink == policy.SinkMCP {
+				confined := e
+				confined.Confined = true
+				c := pol.Decide(policy.Input{Mode: policy.ModeStrict, Authority: run.Authority(), Effect: confined, Now: now})
+				if slices.ContainsFunc(c.Reasons, func(r policy.Reason) bool { return r.Refusal == policy.RefuseDeploymentRule }) {
+					return false
+				}
+			}
 		case policy.RefuseOutsideMandate:
 			switch r.Rule {
 			case "mandate", "mandate.expires_at":

@@ -283,7 +283,14 @@ func (d *decider) cards() {
 	if tool == "" {
 		tool = string(e.Sink) + "." + e.Action
 	}
-	if pat, hit := globAny(c.blockedTools, tool); hit {
+	// An upstream MCP server names its own tools: a block or an approval
+	// written for delete_note holds for its Delete_Note too. (An allow
+	// stays exact: it must not widen by case.)
+	match := globAny
+	if e.Sink == SinkMCP {
+		match = globAnyFold
+	}
+	if pat, hit := match(c.blockedTools, tool); hit {
 		d.add(RefuseToolBlocked, c.rule,
 			fmt.Sprintf("The card of agent %q blocks the tool %q (pattern %q), and a block holds even if the tool is also allowed; remove the pattern from blocked_tools if the agent should use it.", agent, tool, pat), false)
 	} else if len(c.allowedTools) > 0 {
@@ -298,7 +305,7 @@ func (d *decider) cards() {
 				fmt.Sprintf("Agent %q may not delegate to %q; add the recipient to the card's allowed_delegations if it should.", agent, e.Recipient), false)
 		}
 	}
-	if pat, hit := globAny(c.requireApproval, tool); hit {
+	if pat, hit := match(c.requireApproval, tool); hit {
 		d.needApproval(ApprovalNeed{Rule: c.rule},
 			fmt.Sprintf("The card of agent %q needs a person's approval for the tool %q (pattern %q); a reviewer must approve it before it happens.", agent, tool, pat))
 	}
@@ -636,6 +643,21 @@ func doubleAny(globs []glob, s string) bool {
 func globAny(globs []string, s string) (string, bool) {
 	for _, g := range globs {
 		if ok, _ := path.Match(g, s); ok {
+			return g, true
+		}
+	}
+	return "", false
+}
+
+// globAnyFold is globAny, also matching when pattern and name are
+// equal but for case.
+func globAnyFold(globs []string, s string) (string, bool) {
+	if g, ok := globAny(globs, s); ok {
+		return g, true
+	}
+	l := strings.ToLower(s)
+	for _, g := range globs {
+		if ok, _ := path.Match(strings.ToLower(g), l); ok {
 			return g, true
 		}
 	}

@@ -340,7 +340,7 @@ func (c *compiler) matcher(n *yaml.Node, where, section string, keys []string) (
 
 func knownSink(s Sink) bool {
 	switch s {
-	case SinkCode, SinkProcess, SinkArtifact, SinkWorkspace, SinkMemory, SinkPeer, SinkOutput, SinkProvider, SinkBrowser:
+	case SinkCode, SinkProcess, SinkArtifact, SinkWorkspace, SinkMemory, SinkPeer, SinkOutput, SinkProvider, SinkBrowser, SinkMCP:
 		return true
 	}
 	return false

@@ -103,6 +103,9 @@ type Config struct {
 	// agent's process is the agent).
 	Guard    *Guard
 	Identity Identity
+	// SessionID, when set, makes the id of the session this server
+	// serves over streamable HTTP (the SDK's random one otherwise).
+	SessionID func() string
 	// Name is the implementation name announced (default "gatehouse").
 	Name, Version string
 	Logger        *slog.Logger
@@ -145,7 +148,7 @@ func New(cfg Config) (*Server, error) {
 		s.log = slog.New(slog.DiscardHandler)
 	}
 	s.srv = mcp.NewServer(&mcp.Implementation{Name: cfg.Name, Title: "Gatehouse", Version: cfg.Version}, &mcp.ServerOptions{
-		Instructions: Instructions, Logger: cfg.Logger,
+		Instructions: Instructions, Logger: cfg.Logger, GetSessionID: cfg.SessionID,
 		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}},
 	})
 	s.srv.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {

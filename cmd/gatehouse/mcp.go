@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -184,7 +185,7 @@ func cmdMCPUpstream(_ context.Context, env *cliEnv, args []string) error {
 			return out(map[string]any{"pin": pin, "accepted": changes})
 		}
 		for _, c := range changes {
-			fmt.Fprintf(env.stdout, "accepted %s %s/%s\n", c.Kind, server, c.Tool)
+			fmt.Fprintf(env.stdout, "accepted %s %s/%s\n", c.Kind, server, visible(c.Tool))
 		}
 		fmt.Fprintf(env.stdout, "%s: %d tools pinned; calls use the new pin at once\n", server, len(pin.Tools))
 		return nil
@@ -223,14 +224,14 @@ func printChanges(env *cliEnv, server string, changes []mcpsink.Change) {
 		return
 	}
 	for _, c := range changes {
-		fmt.Fprintf(env.stdout, "%s %s/%s", strings.ToUpper(c.Kind), server, c.Tool)
+		fmt.Fprintf(env.stdout, "%s %s/%s", strings.ToUpper(c.Kind), server, visible(c.Tool))
 		if len(c.Fields) > 0 {
 			fmt.Fprintf(env.stdout, " (%s)", strings.Join(c.Fields, ", "))
 		}
 		fmt.Fprintln(env.stdout)
 		show := func(label, old, new string) {
 			if old != new {
-				fmt.Fprintf(env.stdout, "  %s\n    pinned: %s\n    listed: %s\n", label, noneIfEmpty(old), noneIfEmpty(new))
+				fmt.Fprintf(env.stdout, "  %s\n    pinned: %s\n    listed: %s\n", label, visible(noneIfEmpty(old)), visible(noneIfEmpty(new)))
 			}
 		}
 		var p, l mcpsink.PinnedTool
@@ -247,6 +248,29 @@ func printChanges(env *cliEnv, server string, changes []mcpsink.Change) {
 		show("annotations", string(p.Annotations), string(l.Annotations))
 	}
 	fmt.Fprintf(env.stdout, "accept with: gatehouse mcp upstream accept %s [--tool NAME]\n", server)
+}
+
+// visible is text an upstream server wrote as an operator reviewing it
+// must see it: control characters (an escape sequence that hides text or
+// clears the line, a carriage return that overwrites it) and invisible
+// format characters (a right-to-left override that reorders it, a
+// zero-width space) are written as \x1b, \r, \u202e; a line break
+// starts an indented line, so no line can pass for one of show's own.
+func visible(s string) string {
+	var b strings.Builder
+	for _, r := range strings.ToValidUTF8(s, "\uFFFD") {
+		switch {
+		case r == '\n':
+			b.WriteString("\n            ")
+		case r < 0x80 && unicode.IsControl(r):
+			fmt.Fprintf(&b, "\\x%02x", r)
+		case unicode.IsControl(r) || unicode.Is(unicode.Cf, r):
+			fmt.Fprintf(&b, "\\u%04x", r)
+		default:
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
 }
 
 func noneIfEmpty(s string) string {

@@ -37,7 +37,10 @@ import (
 // is proposed over NATS on that agent's own connection (its own credential
 // and inbox), exactly as the agent's own request would be. The SDK keeps a
 // session to the token's agent: a request with another agent's token on
-// the session is refused.
+// the session is refused. A session's id starts with its run's id
+// ("<run>.<random>"), and a request on a session must name that run in
+// its address (400 BAD_REQUEST otherwise): the run checked is the run the
+// session acts on.
 //
 // A session speaks for one registration of its agent (package
 // broker/identity): it opens only on a run opened for that registration,
@@ -258,6 +261,16 @@ func (m *mcpHTTP) bind(next http.Handler) http.Handler {
 			httpError(w, http.StatusBadRequest, broker.CodeBadRequest, "name the run in the address: /mcp?run=r_...")
 			return
 		}
+		// A session's id starts with its run's: a request on a session
+		// is checked against the run the session acts on, not another
+		// run the address names.
+		if sid := r.Header.Get("Mcp-Session-Id"); sid != "" {
+			if srun, _, ok := strings.Cut(sid, "."); ok && srun != id {
+				httpError(w, http.StatusBadRequest, broker.CodeBadRequest,
+					fmt.Sprintf("this session is bound to run %s; name that run in the address (/mcp?run=%s), or open a session on the other run", clipID(srun), clipID(srun)))
+				return
+			}
+		}
 		run, err := m.runs(r.Context(), id)
 		switch {
 		case errors.Is(err, broker.ErrUnknownRun):
@@ -290,6 +303,26 @@ func (m *mcpHTTP) bind(next http.Handler) http.Handler {
 	})
 }
 
+// sessionID is a new session id for run: "<run>.<random>", so every
+// request on the session names the run it is bound to (bind).
+func sessionID(run string) string {
+	b := make([]byte, 16)
+	_, _ = rand.Read(b) // crypto/rand.Read does not fail
+	return run + "." + base64.RawURLEncoding.EncodeToString(b)
+}
+
+// clipID is a session id's run part as it may be shown: a run id, or
+// a short clip of what the client sent.
+func clipID(s string) string {
+	if broker.ValidRunID(s) {
+		return s
+	}
+	if len(s) > 40 {
+		s = s[:40]
+	}
+	return strings.ToValidUTF8(s, "?")
+}
+
 func httpError(w http.ResponseWriter, status int, code broker.Code, msg string) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
@@ -310,7 +343,7 @@ func (m *mcpHTTP) server(r *http.Request) *mcp.Server {
 		return nil
 	}
 	s, err := mcpserver.New(mcpserver.Config{Run: run, Agent: liveAgent{m: m, name: ti.UserID}, ApprovalWait: m.wait, Version: version, Logger: m.log,
-		Guard: m.guard, Identity: who})
+		Guard: m.guard, Identity: who, SessionID: func() string { return sessionID(run) }})
 	if err != nil {
 		return nil
 	}

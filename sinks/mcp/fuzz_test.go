@@ -1,6 +1,7 @@
 package mcp
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"testing"
@@ -8,6 +9,7 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/gatehouse/gatehouse/broker"
+	"github.com/gatehouse/gatehouse/sinks/provider"
 )
 
 // FuzzPinTools: an upstream server's tool list (untrusted: whatever a
@@ -109,6 +111,40 @@ func FuzzCatalogue(f *testing.F) {
 				t.Fatalf("accepted server %+v", s)
 			}
 			seen[s.Name] = true
+		}
+	})
+}
+
+// FuzzRedactResult: whatever result a server answers (untrusted), the
+// redacted result holds the credential in no decoded string and is JSON
+// whenever the result was.
+func FuzzRedactResult(f *testing.F) {
+	for _, s := range []string{
+		`{"content":[{"type":"text","text":"tok-fuzz-1"}]}`, `{"tok-fuzz-1":"\u0074ok-fuzz-1"}`, `["dG9rLWZ1enotMQ=="]`,
+		`"plain"`, `{"a":1e400}`, `not json tok-fuzz-1`, `{"a":"\ud800"}`,
+	} {
+		f.Add([]byte(s))
+	}
+	const tok = "tok-fuzz-1"
+	cred := provider.Credential{Token: provider.NewSecret(tok)}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		out := redactResult(data, cred)
+		if json.Valid(data) && !json.Valid(out) {
+			t.Fatalf("valid JSON became %q", out)
+		}
+		if !json.Valid(out) {
+			if bytes.Contains(out, []byte(tok)) {
+				t.Fatalf("the credential is left in %q", out)
+			}
+			return
+		}
+		var v any
+		if err := json.Unmarshal(out, &v); err != nil {
+			return
+		}
+		b, _ := json.Marshal(v)
+		if bytes.Contains(b, []byte(tok)) || bytes.Contains(out, []byte(tok)) {
+			t.Fatalf("the credential is left in %s", out)
 		}
 	})
 }

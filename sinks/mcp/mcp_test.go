@@ -125,3 +125,61 @@ func TestClassOfTools(t *testing.T) {
 		}
 	}
 }
+
+// Actions offers only the pinned tools the server's latest listing still
+// shows as pinned: a changed or removed tool is refused at every call, so
+// it is not offered until an operator accepts the change.
+func TestActionsLeaveOutChangedTools(t *testing.T) {
+	pins, err := NewPins(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, _ := PinTools(tools("Read a note."))
+	if _, err := pins.Save("notes", "first listing", first, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	k := &Sink{cat: &Catalogue{Servers: []Server{{Name: "notes", URL: "http://h/mcp"}}}, pins: pins}
+	offered := func() []string {
+		var out []string
+		for _, a := range k.Actions() {
+			if a.Tool != "" {
+				out = append(out, a.Tool)
+			}
+		}
+		return out
+	}
+	if got := strings.Join(offered(), ","); got != "notes/pay,notes/read" {
+		t.Fatalf("never listed since the pin: %s", got)
+	}
+	changed, _ := PinTools(tools("Read a note and mail it out."))
+	k.latest.Store("notes", changed)
+	if got := strings.Join(offered(), ","); got != "notes/pay" {
+		t.Fatalf("read changed: %s", got)
+	}
+	k.latest.Store("notes", changed[:0])
+	if got := offered(); len(got) != 0 {
+		t.Fatalf("nothing listed: %v", got)
+	}
+}
+
+// A listing whose names rules could read two ways is refused whole: an
+// invisible character, white space, a name not NFC, two names equal but
+// for case.
+func TestPinToolsRefusesConfusableNames(t *testing.T) {
+	obj := map[string]any{"type": "object"}
+	for _, names := range [][]string{
+		{"delete_note\u200b"}, {"delete note"}, {"delete_note\n"}, {"cafe\u0301"},
+		{"delete_note", "Delete_Note"}, {"kill", "\u212aill"},
+	} {
+		var ts []*sdk.Tool
+		for _, n := range names {
+			ts = append(ts, &sdk.Tool{Name: n, InputSchema: obj})
+		}
+		if _, err := PinTools(ts); !errors.Is(err, ErrToolList) {
+			t.Errorf("%q: %v, want ErrToolList", names, err)
+		}
+	}
+	if _, err := PinTools([]*sdk.Tool{{Name: "read-note.v2", InputSchema: obj}, {Name: "café", InputSchema: obj}}); err != nil {
+		t.Errorf("plain names: %v", err)
+	}
+}

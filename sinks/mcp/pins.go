@@ -12,9 +12,14 @@ import (
 	"sort"
 	"sync"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/gowebpki/jcs"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+	"golang.org/x/text/unicode/norm"
+
+	"github.com/gatehouse/gatehouse/grounding/strictjson"
 )
 
 // PinnedTool is one upstream tool as an operator accepted it.
@@ -60,19 +65,30 @@ const MaxTools = 512
 
 // PinTools turns a listed tool list into pinnable tools, sorted by name.
 // It refuses, with ErrToolList, an unusable list: more than MaxTools, an
-// empty or repeated name, a name longer than 128 bytes or with a '/', an
-// input schema that is not a JSON object.
+// empty or repeated name, a name longer than 128 bytes or with a '/', a
+// name with white space, a control or invisible character or not NFC, two
+// names equal but for case or Unicode form ("delete_note", "Delete_Note":
+// a blocked_tools rule naming one would not hold for the other), an input
+// schema that is not a JSON object.
 func PinTools(tools []*sdk.Tool) ([]PinnedTool, error) {
 	if len(tools) > MaxTools {
 		return nil, fmt.Errorf("%w: %d tools, at most %d", ErrToolList, len(tools), MaxTools)
 	}
 	out := make([]PinnedTool, 0, len(tools))
 	seen := map[string]bool{}
+	folded := map[string]string{}
 	for _, t := range tools {
 		if t == nil || t.Name == "" || len(t.Name) > 128 || seen[t.Name] || slices.Contains([]byte(t.Name), '/') {
 			return nil, fmt.Errorf("%w: a tool has an empty, repeated, too long or '/'-holding name", ErrToolList)
 		}
-		seen[t.Name] = true
+		if why := badToolName(t.Name); why != "" {
+			return nil, fmt.Errorf("%w: tool %q: the name %s", ErrToolList, t.Name, why)
+		}
+		f := strictjson.FoldKey(t.Name)
+		if other, ok := folded[f]; ok {
+			return nil, fmt.Errorf("%w: tools %q and %q differ only in case or Unicode form, so rules naming one would not hold for the other", ErrToolList, other, t.Name)
+		}
+		seen[t.Name], folded[f] = true, t.Name
 		pt := PinnedTool{Name: t.Name, Title: t.Title, Description: t.Description}
 		var err error
 		if pt.InputSchema, err = rawJSON(t.InputSchema); err != nil || len(pt.InputSchema) == 0 || pt.InputSchema[0] != '{' {
@@ -95,6 +111,25 @@ func PinTools(tools []*sdk.Tool) ([]PinnedTool, error) {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out, nil
+}
+
+// badToolName says what makes name unusable, "" when nothing: a name
+// rules and people read one way only holds no white space, control or
+// invisible format character (a zero-width space makes "delete_note\u200b"
+// look like delete_note and escape rules naming it), and is NFC.
+func badToolName(name string) string {
+	if !utf8.ValidString(name) {
+		return "is not UTF-8"
+	}
+	for _, r := range name {
+		if unicode.IsSpace(r) || unicode.IsControl(r) || unicode.Is(unicode.Cf, r) || !unicode.IsGraphic(r) {
+			return fmt.Sprintf("holds U+%04X (white space, a control or an invisible character)", r)
+		}
+	}
+	if !norm.NFC.IsNormalString(name) {
+		return "is not in Unicode normal form C"
+	}
+	return ""
 }
 
 func rawJSON(v any) (json.RawMessage, error) {

@@ -26,7 +26,8 @@
 // require_approval_for, and effects: target globs, match it), Provider
 // the server (the mandate's system), Class from the catalogue's tools
 // entry or the pinned annotations (read-only: read; destructiveHint
-// false: write; else destructive), Confined for a stdio server in a
+// false: write; else destructive), also as Declared so rules' effect:
+// matches hold, Confined for a stdio server in a
 // confined sandbox, Values the arguments' top-level strings and numbers
 // (for scope limits), Size and Digest of the arguments. Approvals bind the
 // exact arguments (the broker's action digest covers every param).
@@ -39,7 +40,9 @@
 // rules refuse here (there is nothing to reread through).
 //
 // Perform forwards the call on the person's session and returns the
-// upstream CallToolResult as the reply; the outcome is ok, or failed with
+// upstream CallToolResult as the reply, with the person's credential
+// replaced by "[credential]" wherever the server echoed it (in the result
+// and in error texts, plain, escaped or base64); the outcome is ok, or failed with
 // error tool-error when the result says isError; the journal keeps the
 // sizes and digests of the arguments and the result, never them.
 //
@@ -58,7 +61,9 @@
 // upstream accept SERVER [--tool T]'). Describe checks the latest listing
 // of the server; Perform checks the session's own listing again before
 // forwarding, so a server that shows one person a changed tool is caught
-// on that person's call. Agents see only pinned descriptions and schemas.
+// on that person's call. Agents see only pinned descriptions and schemas,
+// and tools/list leaves out a tool the latest listing changed or dropped
+// (every call of it is refused until the change is accepted).
 package mcp
 
 import (
@@ -75,6 +80,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/gatehouse/gatehouse/broker"
@@ -259,6 +265,14 @@ func (k *Sink) observe(server string, listed []PinnedTool) {
 	}
 }
 
+// latestOf is server's latest listing, nil when it was never listed.
+func (k *Sink) latestOf(server string) []PinnedTool {
+	if l, ok := k.latest.Load(server); ok {
+		return l.([]PinnedTool)
+	}
+	return nil
+}
+
 // unpinned says why tool of server cannot be called as pinned, "" when it
 // can, judged on the listing given.
 func unpinned(pin *Pin, listed []PinnedTool, tool string) string {
@@ -282,7 +296,9 @@ func unpinned(pin *Pin, listed []PinnedTool, tool string) string {
 
 // Actions implements broker.ActionDescriber: the generic call (unlisted),
 // and one tool per pinned upstream tool, with the pinned description and
-// input schema.
+// input schema, except the tools the server's latest listing changed or
+// no longer lists (refused until an operator accepts the change, so no
+// policy could allow them).
 func (k *Sink) Actions() []broker.Action {
 	acts := []broker.Action{{
 		Sink: policy.SinkMCP, Name: ActionCall, Title: "Call a tool of an upstream MCP server",
@@ -305,7 +321,11 @@ func (k *Sink) Actions() []broker.Action {
 		if err != nil || pin == nil {
 			continue
 		}
+		listed := k.latestOf(srv.Name)
 		for _, t := range pin.Tools {
+			if unpinned(pin, listed, t.Name) != "" {
+				continue // changed or gone since it was pinned: refused, so not offered
+			}
 			class := classOf(srv, &t)
 			bind, _ := json.Marshal(map[string]string{"server": srv.Name, "tool": t.Name})
 			desc := t.Description
@@ -351,10 +371,14 @@ type state struct {
 	spends   []grounding.Spend
 }
 
-// DecodeParams decodes and checks a call's params: the server must be in
-// the catalogue, the tool a name of at most 128 bytes, the arguments a
-// JSON object (absent is {}). Errors wrap broker.ErrBadRequest.
+// DecodeParams decodes and checks a call's params: they must read one way
+// only (see unambiguous), the server must be in the catalogue, the tool a
+// name of at most 128 bytes, the arguments a JSON object (absent is {}).
+// Errors wrap broker.ErrBadRequest.
 func (k *Sink) DecodeParams(raw json.RawMessage) (*Server, *Params, error) {
+	if err := unambiguous(raw); err != nil {
+		return nil, nil, err
+	}
 	var p Params
 	if err := broker.DecodeParams(raw, &p); err != nil {
 		return nil, nil, err
@@ -402,11 +426,7 @@ func (k *Sink) Describe(ctx context.Context, run *broker.Run, req *broker.Effect
 	case pin == nil:
 		e.Unpinned = "the server's tool list was never pinned (it could not be listed yet)"
 	default:
-		var listed []PinnedTool
-		if l, ok := k.latest.Load(srv.Name); ok {
-			listed = l.([]PinnedTool)
-		}
-		e.Unpinned = unpinned(pin, listed, p.Tool)
+		e.Unpinned = unpinned(pin, k.latestOf(srv.Name), p.Tool)
 		if t, ok := pin.Tool(p.Tool); ok {
 			e.Class = classOf(srv, t)
 		}
@@ -414,6 +434,13 @@ func (k *Sink) Describe(ctx context.Context, run *broker.Run, req *broker.Effect
 	if e.Class == "" {
 		e.Class = policy.EffectDestructive
 	}
+	// The class is declared by the catalogue or the pinned annotations,
+	// never by the agent: rules' effect: matches (which read Declared)
+	// then hold for MCP tools too.
+	e.Declared = e.Class
+	// The server names its tools; a deny rule, scope or approval on a
+	// target holds for every case the server spells the tool in.
+	e.PathFold = true
 	sum := sha256.Sum256(p.Arguments)
 	prop := &broker.Proposal{Effect: e, Size: int64(len(p.Arguments)), Digest: "sha256:" + hex.EncodeToString(sum[:]),
 		State: &state{srv: srv, tool: p.Tool, args: p.Arguments}}
@@ -509,7 +536,7 @@ func (k *Sink) Perform(ctx context.Context, run *broker.Run, req *broker.EffectR
 	key := sessionKey{server: st.srv.Name, who: run.For}
 	s, err := k.sessionFor(ctx, key, st.srv, cred)
 	if err != nil {
-		return nil, &CallError{Type: "unavailable", Detail: err.Error()}
+		return nil, &CallError{Type: "unavailable", Detail: redactText(err.Error(), cred)}
 	}
 	listed, lerr := s.tools()
 	pin, perr := k.pins.Load(st.srv.Name)
@@ -531,15 +558,22 @@ func (k *Sink) Perform(ctx context.Context, run *broker.Run, req *broker.EffectR
 	defer cancel()
 	res, err := s.cs.CallTool(cctx, &sdk.CallToolParams{Name: st.tool, Arguments: st.args})
 	if err != nil {
-		if errors.Is(err, sdk.ErrConnectionClosed) || cctx.Err() != nil {
+		// Anything but the server's own JSON-RPC error (a session that
+		// broke, a timeout, an answer too large) ends the session: the
+		// next call connects again.
+		var wire *jsonrpc.Error
+		if !errors.As(err, &wire) || errors.Is(err, sdk.ErrConnectionClosed) || cctx.Err() != nil {
 			k.drop(key, s)
 		}
-		return nil, &CallError{Type: "upstream-error", Detail: fmt.Sprintf("MCP server %s: %v", st.srv.Name, err)}
+		return nil, &CallError{Type: "upstream-error", Detail: redactText(fmt.Sprintf("MCP server %s: %v", st.srv.Name, err), cred)}
 	}
 	body, err := json.Marshal(res)
 	if err != nil {
-		return nil, &CallError{Type: "upstream-error", Detail: fmt.Sprintf("MCP server %s: result: %v", st.srv.Name, err)}
+		return nil, &CallError{Type: "upstream-error", Detail: redactText(fmt.Sprintf("MCP server %s: result: %v", st.srv.Name, err), cred)}
 	}
+	// The credential never reaches the agent, even when the server
+	// echoes it; size and digest are of what the agent gets.
+	body = redactResult(body, cred)
 	if len(body) > MaxResultBytes {
 		return nil, &CallError{Type: "result-too-large", Detail: fmt.Sprintf("MCP server %s: the result is %d bytes, more than the %d a reply can carry; the server did run the call",
 			st.srv.Name, len(body), MaxResultBytes)}

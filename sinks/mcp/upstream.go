@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"sort"
@@ -45,19 +47,32 @@ func (s *session) tools() ([]PinnedTool, error) {
 	return s.listed, s.err
 }
 
+// maxListPages bounds the pages of one listing.
+const maxListPages = 64
+
 // relist reads the session's tool list again (at start, and when the
 // server says it changed).
 func (s *session) relist(ctx context.Context) ([]PinnedTool, error) {
 	var all []*sdk.Tool
-	for t, err := range s.cs.Tools(ctx, nil) {
+	params := &sdk.ListToolsParams{}
+	for page := 0; ; page++ {
+		// A server that pages on forever (empty pages, a cursor that
+		// never ends) is refused, not followed.
+		if page == maxListPages {
+			err := fmt.Errorf("%w: more than %d pages", ErrToolList, maxListPages)
+			s.setListed(nil, err)
+			return nil, err
+		}
+		res, err := s.cs.ListTools(ctx, params)
 		if err != nil {
 			s.setListed(nil, err)
 			return nil, err
 		}
-		all = append(all, t)
-		if len(all) > MaxTools {
+		all = append(all, res.Tools...)
+		if len(all) > MaxTools || res.NextCursor == "" {
 			break
 		}
+		params = &sdk.ListToolsParams{Cursor: res.NextCursor}
 	}
 	pinned, err := PinTools(all)
 	s.setListed(pinned, err)
@@ -75,6 +90,8 @@ func (k *Sink) connect(ctx context.Context, srv *Server, cred provider.Credentia
 	s := &session{used: k.now()}
 	client := sdk.NewClient(&sdk.Implementation{Name: "gatehouse", Version: "1"}, &sdk.ClientOptions{
 		ToolListChangedHandler: func(ctx context.Context, _ *sdk.ToolListChangedRequest) {
+			ctx, cancel := context.WithTimeout(ctx, srv.callTimeout())
+			defer cancel()
 			if listed, err := s.relist(ctx); err == nil {
 				k.observe(srv.Name, listed)
 			}
@@ -88,8 +105,13 @@ func (k *Sink) connect(ctx context.Context, srv *Server, cred provider.Credentia
 		}
 		tr, s.stop = t, stop
 	} else {
-		hc := &http.Client{Transport: credentialTransport{srv: srv, cred: cred, next: k.http}}
-		tr = &sdk.StreamableClientTransport{Endpoint: srv.URL, HTTPClient: hc, MaxRetries: -1}
+		// No redirects: a redirected request would carry the credential
+		// (added by the transport at each hop) to wherever the server
+		// points, and the catalogue names the one address Gatehouse talks
+		// to. A 3xx fails the call.
+		hc := &http.Client{Transport: credentialTransport{srv: srv, cred: cred, next: k.http},
+			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+		tr = &sdk.StreamableClientTransport{Endpoint: srv.URL, HTTPClient: hc, MaxRetries: -1, MaxEventSize: maxLineBytes}
 		s.stop = func() {}
 	}
 	cctx, cancel := context.WithTimeout(ctx, srv.callTimeout())
@@ -110,7 +132,9 @@ func (k *Sink) connect(ctx context.Context, srv *Server, cred provider.Credentia
 }
 
 // credentialTransport adds a person's credential to every request to an
-// HTTP server, and nothing else.
+// HTTP server, and nothing else; only to requests for the catalogued
+// server's own origin (scheme, host and port), never to another address
+// the server names.
 type credentialTransport struct {
 	srv  *Server
 	cred provider.Credential
@@ -118,17 +142,56 @@ type credentialTransport struct {
 }
 
 func (t credentialTransport) RoundTrip(r *http.Request) (*http.Response, error) {
-	if t.cred.Token.IsZero() || t.srv.Auth.Type == AuthNone {
-		return t.next.RoundTrip(r)
+	if !t.cred.Token.IsZero() && t.srv.Auth.Type != AuthNone && sameOrigin(t.srv.URL, r.URL) {
+		r = r.Clone(r.Context())
+		switch t.srv.Auth.Type {
+		case AuthBearer:
+			r.Header.Set("Authorization", "Bearer "+t.cred.Token.Reveal())
+		case AuthHeader:
+			r.Header.Set(t.srv.Auth.Header, t.cred.Token.Reveal())
+		}
 	}
-	r = r.Clone(r.Context())
-	switch t.srv.Auth.Type {
-	case AuthBearer:
-		r.Header.Set("Authorization", "Bearer "+t.cred.Token.Reveal())
-	case AuthHeader:
-		r.Header.Set(t.srv.Auth.Header, t.cred.Token.Reveal())
+	resp, err := t.next.RoundTrip(r)
+	if err == nil && !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+		// The SDK reads a JSON answer whole, without a bound: a server
+		// answering gigabytes would exhaust serve's memory. An event
+		// stream is bounded per event (MaxEventSize).
+		resp.Body = &limitedBody{rc: resp.Body, left: maxLineBytes}
 	}
-	return t.next.RoundTrip(r)
+	return resp, err
+}
+
+// errTooLarge: an upstream answer larger than maxLineBytes.
+var errTooLarge = fmt.Errorf("the server's answer is larger than %d bytes", maxLineBytes)
+
+// limitedBody fails a read past left bytes.
+type limitedBody struct {
+	rc   io.ReadCloser
+	left int64
+}
+
+func (b *limitedBody) Read(p []byte) (int, error) {
+	if b.left <= 0 {
+		var one [1]byte
+		if n, err := b.rc.Read(one[:]); n == 0 && err == io.EOF {
+			return 0, io.EOF // exactly at the limit
+		}
+		return 0, errTooLarge
+	}
+	if int64(len(p)) > b.left {
+		p = p[:b.left]
+	}
+	n, err := b.rc.Read(p)
+	b.left -= int64(n)
+	return n, err
+}
+
+func (b *limitedBody) Close() error { return b.rc.Close() }
+
+// sameOrigin says whether u is on the catalogued endpoint's origin.
+func sameOrigin(endpoint string, u *url.URL) bool {
+	e, err := url.Parse(endpoint)
+	return err == nil && u != nil && strings.EqualFold(e.Scheme, u.Scheme) && strings.EqualFold(e.Host, u.Host)
 }
 
 // startStdio starts srv's command in the sandbox, its standard streams
@@ -244,10 +307,7 @@ func (k *Sink) workspace(srv *Server) (string, error) {
 // print its environment).
 func stderrTail(b []byte, cred provider.Credential) string {
 	const max = 2 << 10
-	s := string(b)
-	if !cred.Token.IsZero() {
-		s = strings.ReplaceAll(s, cred.Token.Reveal(), "[credential]")
-	}
+	s := redactText(string(b), cred)
 	if len(s) > max {
 		s = "..." + s[len(s)-max:]
 	}
