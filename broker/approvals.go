@@ -54,7 +54,7 @@ func (b *Broker) gateApproval(ctx context.Context, run *Run, req *EffectRequest,
 	digest, args, err := act.Digest()
 	if err != nil {
 		reply.Error = errorBody(fmt.Errorf("%w: %v", ErrBadRequest, err))
-		return refuseWith(d, "approval", "The action's params cannot be bound to an approval; send params as a JSON object with each key written once (not twice in another case)."), nil
+		return refuseWith(d, "approval", "The action's params cannot be bound to an approval; send params as a JSON object with each key written once (not twice in another case) and long numbers as strings."), nil
 	}
 	g := &gate{digest: digest}
 	cur, err := b.approvals.Find(ctx, run.ID, digest)

@@ -464,3 +464,33 @@ func sha256Hex(s string) string {
 	sum := sha256.Sum256([]byte(s))
 	return hex.EncodeToString(sum[:])
 }
+
+// TestActionDigestRefusesNumbersADoubleBlurs: RFC 8785 writes numbers as
+// doubles, so 12345678901234567000 and 12345678901234567890 would share a
+// digest while a provider reading big integers exactly pays another
+// reference; such params cannot be bound (MCP found it; it holds for
+// every sink). Numbers a double keeps exactly, however spelled, bind.
+func TestActionDigestRefusesNumbersADoubleBlurs(t *testing.T) {
+	for _, p := range []string{
+		`{"ref":12345678901234567890}`,
+		`{"body":{"amount":0.1000000000000000000001}}`,
+		`{"list":[1,2,9007199254740993]}`,
+		`{"huge":1e400}`,
+	} {
+		if _, _, err := (Action{Sink: "provider", Action: "call", Run: "r1", Params: json.RawMessage(p)}).Digest(); !errors.Is(err, ErrBadAction) {
+			t.Errorf("%s: %v, want ErrBadAction", p, err)
+		}
+	}
+	same := func(a, b string) {
+		t.Helper()
+		da, _, err := (Action{Sink: "provider", Action: "call", Run: "r1", Params: json.RawMessage(a)}).Digest()
+		db, _, err2 := (Action{Sink: "provider", Action: "call", Run: "r1", Params: json.RawMessage(b)}).Digest()
+		if err != nil || err2 != nil || da != db {
+			t.Errorf("%s and %s: %s %v, %s %v", a, b, da, err, db, err2)
+		}
+	}
+	same(`{"amount":10.50}`, `{"amount":10.5}`)
+	same(`{"n":1e2}`, `{"n":100}`)
+	same(`{"x":0.1}`, `{"x":0.10}`)
+	same(`{"big":9007199254740992}`, `{"big":9007199254740992.0}`)
+}

@@ -7,7 +7,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/big"
 	"sort"
+	"strconv"
 
 	"github.com/gowebpki/jcs"
 
@@ -49,7 +51,10 @@ type Action struct {
 // another order while their digest, key order aside, stays the same. A
 // person approving them could neither tell which value runs nor keep the
 // agent from swapping them afterwards. (Keys repeated exactly are refused
-// by the canonicalisation.)
+// by the canonicalisation.) Nor can params holding a number a 64-bit
+// float does not keep exactly (ExactNumbers): RFC 8785 writes numbers as
+// doubles, so 12345678901234567000 and 12345678901234567890 would share a
+// digest while a sink reading big integers exactly runs either.
 func (a Action) Digest() (string, []Argument, error) {
 	params := a.Params
 	if len(bytes.TrimSpace(params)) == 0 || bytes.Equal(bytes.TrimSpace(params), []byte("null")) {
@@ -68,6 +73,16 @@ func (a Action) Digest() (string, []Argument, error) {
 			return "", nil, fmt.Errorf("%w: %s is written twice, as keys that differ only in case or Unicode form; a sink reads one of them, depending on their order: write each key once",
 				ErrBadAction, clip(strictjson.PathText(d.Path, "params")))
 		}
+	}
+	dec := json.NewDecoder(bytes.NewReader(params))
+	dec.UseNumber()
+	var all any
+	if err := dec.Decode(&all); err != nil || !ExactNumbers(all) {
+		// RFC 8785 writes numbers as doubles: two that differ beyond a
+		// double's precision would share one digest, and a sink reading
+		// big numbers exactly (a payment reference, an amount in minor
+		// units) would run the one nobody approved.
+		return "", nil, fmt.Errorf("%w: params hold a number with more digits than a 64-bit float keeps exactly, so an approval could not tell it from a nearby one: send it as a string", ErrBadAction)
 	}
 	c := a
 	c.Params = params
@@ -90,4 +105,34 @@ func (a Action) Digest() (string, []Argument, error) {
 	}
 	sort.Slice(args, func(i, j int) bool { return args[i].Name < args[j].Name })
 	return "sha256:" + hex.EncodeToString(sum[:]), args, nil
+}
+
+// ExactNumbers reports whether every number in v (decoded with UseNumber)
+// is, as a value, the 64-bit float nearest to it written shortest: what
+// RFC 8785 makes of it. 10.50 and 1e2 are; 12345678901234567890 and
+// 0.1000000000000000000001 are not.
+func ExactNumbers(v any) bool {
+	switch x := v.(type) {
+	case json.Number:
+		f, err := strconv.ParseFloat(string(x), 64)
+		if err != nil { // out of range
+			return false
+		}
+		want, ok1 := new(big.Rat).SetString(string(x))
+		got, ok2 := new(big.Rat).SetString(strconv.FormatFloat(f, 'g', -1, 64))
+		return ok1 && ok2 && want.Cmp(got) == 0
+	case []any:
+		for _, e := range x {
+			if !ExactNumbers(e) {
+				return false
+			}
+		}
+	case map[string]any:
+		for _, e := range x {
+			if !ExactNumbers(e) {
+				return false
+			}
+		}
+	}
+	return true
 }

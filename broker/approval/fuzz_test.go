@@ -4,6 +4,7 @@ import (
 	"crypto/ed25519"
 	"encoding/json"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -22,6 +23,7 @@ func FuzzActionDigest(f *testing.F) {
 	f.Add(``)
 	f.Add(`{"body":{"a":1},"BODY":{"a":2}}`)
 	f.Add(`{"x":[{"\u212aey":1,"key":2}]}`)
+	f.Add(`{"ref":12345678901234567890,"amount":10.50}`)
 	f.Fuzz(func(t *testing.T, params string) {
 		a := Action{Sink: "provider", Action: "call", Run: "r1", Params: json.RawMessage(params)}
 		d, args, err := a.Digest()
@@ -37,6 +39,13 @@ func FuzzActionDigest(f *testing.F) {
 			if dup.Folded {
 				t.Fatalf("bound params with keys equal after folding at %v", dup.Path)
 			}
+		}
+		// Bound params hold only numbers a double keeps exactly.
+		dec := json.NewDecoder(strings.NewReader(params))
+		dec.UseNumber()
+		var all any
+		if dec.Decode(&all) == nil && !ExactNumbers(all) {
+			t.Fatalf("bound params with a number RFC 8785 would round: %s", params)
 		}
 		var obj map[string]json.RawMessage
 		if params != "" && params != "null" {

@@ -5,10 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math/big"
-	"strconv"
 
 	"github.com/gatehouse/gatehouse/broker"
+	"github.com/gatehouse/gatehouse/broker/approval"
 	"github.com/gatehouse/gatehouse/grounding/strictjson"
 )
 
@@ -54,36 +53,8 @@ func unambiguous(raw []byte) error {
 	if err := dec.Decode(&v); err != nil {
 		return fmt.Errorf("%w: params: %v", broker.ErrBadRequest, strictjson.ErrSyntax)
 	}
-	if !exactNumbers(v) {
+	if !approval.ExactNumbers(v) {
 		return fmt.Errorf("%w: params: a number has more digits than a 64-bit float holds exactly, so an approval could not tell it from a nearby one; send it as a string", broker.ErrBadRequest)
 	}
 	return nil
-}
-
-// exactNumbers reports whether every number in v is, as a value, the
-// 64-bit float nearest to it written shortest: what RFC 8785 makes of it.
-func exactNumbers(v any) bool {
-	switch x := v.(type) {
-	case json.Number:
-		f, err := strconv.ParseFloat(string(x), 64)
-		if err != nil { // out of range
-			return false
-		}
-		want, ok1 := new(big.Rat).SetString(string(x))
-		got, ok2 := new(big.Rat).SetString(strconv.FormatFloat(f, 'g', -1, 64))
-		return ok1 && ok2 && want.Cmp(got) == 0
-	case []any:
-		for _, e := range x {
-			if !exactNumbers(e) {
-				return false
-			}
-		}
-	case map[string]any:
-		for _, e := range x {
-			if !exactNumbers(e) {
-				return false
-			}
-		}
-	}
-	return true
 }
