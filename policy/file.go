@@ -309,7 +309,7 @@ func (c *compiler) matcher(n *yaml.Node, where, section string, keys []string) (
 			m.origin = vals
 		case "sink":
 			for _, v := range vals {
-				if !knownSink(Sink(v)) {
+				if !KnownSink(Sink(v)) {
 					return m, c.At(kv.Value, kw, "unknown sink %q", v)
 				}
 			}
@@ -338,7 +338,8 @@ func (c *compiler) matcher(n *yaml.Node, where, section string, keys []string) (
 	return m, nil
 }
 
-func knownSink(s Sink) bool {
+// KnownSink reports whether s is one of the sinks Gatehouse has.
+func KnownSink(s Sink) bool {
 	switch s {
 	case SinkCode, SinkProcess, SinkArtifact, SinkWorkspace, SinkMemory, SinkPeer, SinkOutput, SinkProvider, SinkBrowser, SinkMCP:
 		return true

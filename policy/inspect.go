@@ -1,6 +1,9 @@
 package policy
 
-import "strings"
+import (
+	"slices"
+	"strings"
+)
 
 // RuleMatch is what one rule of a rules file matches, as written, for
 // checking the file against what the deployment can call (gatehouse policy
@@ -87,4 +90,38 @@ func (t tri) ptr() *bool {
 	}
 	b := t == triTrue
 	return &b
+}
+
+// CardPattern is one tool pattern of an agent card, as written.
+type CardPattern struct {
+	Agent   string // the card's agent
+	Key     string // allowed_tools, blocked_tools or require_approval_for
+	Pattern string
+}
+
+// CardPatterns lists every tool pattern of every agent card, by agent
+// name and then in file order, for gatehouse policy check. A nil or
+// unreadable policy has none.
+func (p *Policy) CardPatterns() []CardPattern {
+	if p == nil || !p.usable {
+		return nil
+	}
+	names := make([]string, 0, len(p.agents))
+	for n := range p.agents {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	var out []CardPattern
+	for _, n := range names {
+		c := p.agents[n]
+		for _, k := range []struct {
+			key  string
+			pats []string
+		}{{"allowed_tools", c.allowedTools}, {"blocked_tools", c.blockedTools}, {"require_approval_for", c.requireApproval}} {
+			for _, pat := range k.pats {
+				out = append(out, CardPattern{Agent: n, Key: k.key, Pattern: pat})
+			}
+		}
+	}
+	return out
 }

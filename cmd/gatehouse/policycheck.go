@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/gatehouse/gatehouse/grounding"
+	"github.com/gatehouse/gatehouse/policy"
 	mcpsink "github.com/gatehouse/gatehouse/sinks/mcp"
 	"github.com/gatehouse/gatehouse/sinks/provider"
 )
@@ -139,6 +140,14 @@ func runPolicyCheck(policyFile, providersFile, groundingFile, mcpFile string) *c
 			fail(policyFile, err, "fix the file so it loads; until then serve refuses every effect (policy-unreadable)")
 		} else {
 			rep.Files = append(rep.Files, fmt.Sprintf("%s: %s", policyFile, plural(len(pol.Matches()), "rule")))
+			for _, cp := range pol.CardPatterns() {
+				if want, ok := cardToolSpelling(cp.Pattern); ok {
+					rep.Problems = append(rep.Problems, checkProblem{File: policyFile,
+						Rule: fmt.Sprintf("agents %q %s", cp.Agent, cp.Key), Part: cp.Pattern,
+						Problem: fmt.Sprintf("%q is how an MCP client shows the tool; cards match the card name, so this pattern matches nothing", cp.Pattern),
+						Fix:     fmt.Sprintf("write %q", want)})
+				}
+			}
 			if cat != nil {
 				for _, p := range cat.CheckPolicy(pol) {
 					rep.Problems = append(rep.Problems, checkProblem{File: policyFile,
@@ -255,4 +264,23 @@ func printProblem(w io.Writer, prefix string, p checkProblem) {
 	if p.Fix != "" {
 		fmt.Fprintf(w, "  fix: %s\n", p.Fix)
 	}
+}
+
+// cardToolSpelling reports whether an agent card's tool pattern is
+// written as Gatehouse's MCP server shows the tool to clients
+// (mcpserver: "bank/transfer" is bank__transfer, "output.deliver" is
+// output_deliver) rather than as cards match it, and what to write
+// instead. A card written from what the agent's MCP client lists would
+// otherwise allow, block or hold nothing, silently.
+func cardToolSpelling(pat string) (string, bool) {
+	if strings.ContainsAny(pat, "./") {
+		return "", false
+	}
+	if server, tool, ok := strings.Cut(pat, "__"); ok && server != "" && tool != "" {
+		return server + "/" + tool, true
+	}
+	if sink, action, ok := strings.Cut(pat, "_"); ok && action != "" && policy.KnownSink(policy.Sink(sink)) {
+		return sink + "." + action, true
+	}
+	return "", false
 }
