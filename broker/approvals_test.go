@@ -195,6 +195,20 @@ func (w *approvalWorld) verifyAndFind(t *testing.T, run string) []journal.Type {
 	return sinktest.Types(w.Events(t, run))
 }
 
+// heldAndApproved opens work for pat, proposes an output of amount 10
+// (held by approveOutputs) and has rita approve it; it returns the run and
+// the approval.
+func (w *approvalWorld) heldAndApproved(t *testing.T) (run, id string) {
+	t.Helper()
+	run = w.Open(t, broker.OpenWork{Tenant: "acme", Person: "pat"})
+	held := w.propose(t, run, "ok", map[string]int{"amount": 10})
+	id = held.Decision.Approval
+	if _, err := w.svc.Decide(sinktest.Ctx(t), id, rita); err != nil {
+		t.Fatal(err)
+	}
+	return run, id
+}
+
 func count(ts []journal.Type, want journal.Type) int {
 	n := 0
 	for _, x := range ts {
@@ -290,12 +304,7 @@ func TestTightenedPolicyGoesBackToAPerson(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			w := startApprovals(t, policy.ModeStrict, approveOutputs)
 			ctx := sinktest.Ctx(t)
-			run := w.Open(t, broker.OpenWork{Tenant: "acme", Person: "pat"})
-			held := w.propose(t, run, "ok", map[string]int{"amount": 10})
-			id := held.Decision.Approval
-			if _, err := w.svc.Decide(ctx, id, rita); err != nil {
-				t.Fatal(err)
-			}
+			run, id := w.heldAndApproved(t)
 			w.Broker.SetPolicy(loadRules(t, w.dir, tc.rules))
 			rep := w.propose(t, run, "ok", map[string]int{"amount": 10})
 			if rep.Decision.Outcome != tc.outcome || code(rep) != tc.code || rep.Outcome != nil {
@@ -475,12 +484,7 @@ func TestExpiredApprovalGoesBackToAPerson(t *testing.T) {
 		c.Now = func() time.Time { return time.Now().Add(time.Duration(skew.Load())) }
 	})
 	ctx := sinktest.Ctx(t)
-	run := w.Open(t, broker.OpenWork{Tenant: "acme", Person: "pat"})
-	held := w.propose(t, run, "ok", map[string]int{"amount": 10})
-	id := held.Decision.Approval
-	if _, err := w.svc.Decide(ctx, id, rita); err != nil {
-		t.Fatal(err)
-	}
+	run, id := w.heldAndApproved(t)
 	skew.Store(int64(2 * time.Hour))
 	late := w.propose(t, run, "ok", map[string]int{"amount": 10})
 	if code(late) != broker.CodeApprovalRequired || late.Outcome != nil || !strings.Contains(late.Error.Message, "expired") {
