@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -62,5 +63,41 @@ func TestRelistRefusesEndlessPages(t *testing.T) {
 	}
 	if n := lists.Load(); n != maxListPages {
 		t.Fatalf("%d pages asked for, want %d", n, maxListPages)
+	}
+}
+
+// A server's list-changed notifications, however many, run one relisting
+// at a time: those that come while one runs make exactly one more after
+// it, so no change is missed and none is paid for twice.
+func TestRelistOneAtATime(t *testing.T) {
+	r := &relister{}
+	var running, most, runs atomic.Int64
+	entered, release := make(chan struct{}), make(chan struct{})
+	run := func() {
+		n := running.Add(1)
+		for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+		}
+		if runs.Add(1) == 1 {
+			close(entered)
+			<-release // the first relisting is slow; notifications pile up
+		}
+		running.Add(-1)
+	}
+	first := make(chan struct{})
+	go func() { defer close(first); r.changed(run) }()
+	<-entered
+	var wg sync.WaitGroup
+	for range 50 {
+		wg.Go(func() { r.changed(run) }) // each returns at once: one is under way
+	}
+	wg.Wait()
+	close(release)
+	<-first
+	if n, m := runs.Load(), most.Load(); n != 2 || m != 1 {
+		t.Fatalf("51 notifications ran %d relistings, at most %d at once; want 2, one at a time", n, m)
+	}
+	r.changed(run) // later, on its own: runs at once
+	if n := runs.Load(); n != 3 {
+		t.Fatalf("a later notification ran %d relistings in all, want 3", n)
 	}
 }

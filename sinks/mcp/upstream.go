@@ -33,12 +33,54 @@ type sessionKey struct {
 
 // session is one live connection to an upstream server.
 type session struct {
-	cs     *sdk.ClientSession
-	stop   func() // ends the connection (and the process, for stdio)
-	mu     sync.Mutex
-	listed []PinnedTool // the tools this session listed, latest first
-	err    error        // why its listing could not be used
-	used   time.Time
+	cs      *sdk.ClientSession
+	stop    func() // ends the connection (and the process, for stdio)
+	mu      sync.Mutex
+	listed  []PinnedTool // the tools this session listed, latest first
+	err     error        // why its listing could not be used
+	used    time.Time
+	changes relister // runs relist on list-changed notifications
+}
+
+// relistGap is the least time between two relistings a server's
+// list-changed notifications set off.
+const relistGap = time.Second
+
+// relister runs a session's relisting when its server says its tool list
+// changed: one at a time, and the notifications that come while one runs
+// make one more after it (not one each), at least gap after it. A server
+// may send as many notifications as it likes; this bounds what they cost
+// (each relisting may rewrite the listing kept for review), and keeps a
+// listing read earlier from being observed after one read later.
+type relister struct {
+	mu      sync.Mutex
+	running bool
+	again   bool
+	gap     time.Duration
+}
+
+// changed runs run now, or, when a run is under way, once more after it.
+func (r *relister) changed(run func()) {
+	r.mu.Lock()
+	if r.running {
+		r.again = true
+		r.mu.Unlock()
+		return
+	}
+	r.running = true
+	r.mu.Unlock()
+	for {
+		run()
+		r.mu.Lock()
+		if !r.again {
+			r.running = false
+			r.mu.Unlock()
+			return
+		}
+		r.again = false
+		r.mu.Unlock()
+		time.Sleep(r.gap)
+	}
 }
 
 func (s *session) tools() ([]PinnedTool, error) {
@@ -87,14 +129,16 @@ func (s *session) setListed(t []PinnedTool, err error) {
 
 // connect opens a session to srv for who, with cred (zero for none).
 func (k *Sink) connect(ctx context.Context, srv *Server, cred provider.Credential) (*session, error) {
-	s := &session{used: k.now()}
+	s := &session{used: k.now(), changes: relister{gap: relistGap}}
 	client := sdk.NewClient(&sdk.Implementation{Name: "gatehouse", Version: "1"}, &sdk.ClientOptions{
 		ToolListChangedHandler: func(ctx context.Context, _ *sdk.ToolListChangedRequest) {
-			ctx, cancel := context.WithTimeout(ctx, srv.callTimeout())
-			defer cancel()
-			if listed, err := s.relist(ctx); err == nil {
-				k.observe(srv.Name, listed)
-			}
+			s.changes.changed(func() {
+				ctx, cancel := context.WithTimeout(ctx, srv.callTimeout())
+				defer cancel()
+				if listed, err := s.relist(ctx); err == nil {
+					k.observe(srv.Name, listed)
+				}
+			})
 		},
 	})
 	var tr sdk.Transport
