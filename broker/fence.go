@@ -30,9 +30,10 @@ import (
 // lately has answered that it is done, asking again each second (a
 // broker reconnecting to NATS would miss a first ask), at most
 // closeWaitsForDecisions plus a margin. A broker that has not said it is
-// waiting within fenceAckWait is given up (killed, or cut off from NATS,
-// where it records nothing either), and one silent for fencePeerLife no
-// longer counts at all.
+// waiting within fenceAckWait, and has not sent a heartbeat since the ask,
+// is given up (killed, or cut off from NATS, where it records nothing
+// either); one still heard is only slow, and is waited for. One silent for
+// fencePeerLife no longer counts at all.
 //
 // Both subjects are the brokers' alone: agents and applications have no
 // permission on them. A fence is started on the broker's own connection
@@ -198,6 +199,13 @@ func (f *Fence) live() []string {
 	return ids
 }
 
+// heardSince reports whether broker id's heartbeat came after t.
+func (f *Fence) heardSince(id string, t time.Time) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.peers[id].After(t)
+}
+
 // onAsk quiesces a run another broker is closing: it answers at once
 // that it is waiting, then once no decision is under way. An ask for a
 // run already being waited for (asked again) adds its reply to that wait.
@@ -245,8 +253,9 @@ func (f *Fence) answer(reply, run string, state fenceState) {
 
 // quiesce asks every other live broker to quiesce run and waits, within
 // ctx, for each to answer that it is done. A broker that has not said it
-// is waiting within fenceAckWait (asked twice) is given up: it is gone,
-// or cut off from NATS and so not recording either. It returns the
+// is waiting within fenceAckWait (asked twice), and whose heartbeat has
+// not come since the ask, is given up: it is gone, or cut off from NATS
+// and so not recording either. It returns the
 // brokers given up on or still deciding.
 func (f *Fence) quiesce(ctx context.Context, run string) (undrained []string) {
 	if len(f.live()) == 0 {
@@ -270,7 +279,10 @@ func (f *Fence) quiesce(ctx context.Context, run string) (undrained []string) {
 		for _, id := range f.live() {
 			switch {
 			case state[id] == fenceDrained || state[id] == fenceUndrained || gaveUp[id]:
-			case state[id] == "" && time.Since(start) > fenceAckWait:
+			case state[id] == "" && time.Since(start) > fenceAckWait && !f.heardSince(id, start):
+				// Neither an answer nor a heartbeat since the ask: gone, or
+				// cut off. One still heard is alive and connected, only
+				// slow (a starved machine): it is waited for.
 				gaveUp[id] = true
 			default:
 				pending = append(pending, id)

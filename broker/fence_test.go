@@ -261,3 +261,68 @@ func TestAnAgentCannotFenceARun(t *testing.T) {
 		t.Fatalf("an effect after a forged ask: %v", err)
 	}
 }
+
+// TestCloseWaitsForASlowBroker: a broker that is alive (its heartbeat
+// comes during the close) but answers the close's ask late, as a starved
+// machine does, is waited for: it still records a decision for the run
+// before it answers, and run.close follows that decision. (Given up after
+// fenceAckWait, as a silent one is, its decision followed the close.)
+func TestCloseWaitsForASlowBroker(t *testing.T) {
+	ns := startEmbedded(t, t.TempDir())
+	o := &streamOrder{}
+	fb := startFencedBroker(t, ns, o)
+	nc, err := ns.Connect(embedded.RoleBroker)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	rec := broker.NewRecorder(js, 5*time.Second)
+	hello := []byte(`{"id":"b_slow"}`)
+	if err := nc.Publish(subject.BrokersHello, hello); err != nil {
+		t.Fatal(err)
+	}
+	waitPeers(t, 1, fb)
+
+	ctx := context.Background()
+	run, err := fb.b.Open(ctx, broker.AppCaller(subject.Shared), &broker.OpenWork{Tenant: "acme", Person: "ada"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	asked := make(chan *nats.Msg, 4)
+	sub, err := nc.ChanSubscribe(subject.RunQuiesce, asked)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	slow := make(chan error, 1)
+	go func() {
+		m := <-asked
+		// Alive: its heartbeats go on. Slow: it answers nothing for twice
+		// the time a silent broker is given, then records its decision.
+		for range 3 {
+			_ = nc.Publish(subject.BrokersHello, hello)
+			time.Sleep(time.Second)
+		}
+		ev := &journal.Event{V: journal.Version, ID: "ev_slow_decision", Run: run.ID, Type: journal.TypeDecision,
+			Time: time.Now().UTC(), Effect: "e_slow", Data: []byte(`{"outcome":"refused"}`)}
+		err := rec.Record(ctx, ev)
+		if err == nil {
+			o.note(ev)
+			err = nc.Publish(m.Reply, fmt.Appendf(nil, `{"run":%q,"id":"b_slow","state":"drained"}`, run.ID))
+		}
+		slow <- err
+	}()
+	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := fb.b.CloseRun(cctx, broker.AppCaller(subject.Shared), &broker.CloseWork{Run: run.ID, Status: "done"}); err != nil {
+		t.Fatalf("close: %v", err)
+	}
+	if err := <-slow; err != nil {
+		t.Fatal(err)
+	}
+	want := fmt.Sprint([]journal.Type{journal.TypeRunOpen, journal.TypeDecision, journal.TypeRunClose})
+	if got := o.String(); got != want {
+		t.Fatalf("recorded %v, want %v", got, want)
+	}
+}
