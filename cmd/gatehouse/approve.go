@@ -228,6 +228,12 @@ func printRequest(env *cliEnv, r *approval.Request, full bool) {
 		}
 		fmt.Fprintf(env.stdout, "  check: %s -> %s (%s) from %s\n", l(c.Change), l(c.Outcome), l(c.Rule), strings.Join(recs, ", "))
 	}
+	// A reopened request's earlier decisions no longer count; the person
+	// asked again sees who said what before, and when, so an expired
+	// approval (--approval-life) is not mistaken for a request never seen.
+	for _, d := range r.Previous {
+		fmt.Fprintf(env.stdout, "  set aside: approved=%v by %s (%s, %s) %s, at %s\n", d.Approved, l(d.Approver), l(d.Assurance), l(d.Authenticated), l(d.Reason), d.Time.UTC().Format(time.RFC3339))
+	}
 	if d := r.Decision; d != nil {
 		fmt.Fprintf(env.stdout, "  decided: approved=%v by %s (%s, %s) %s\n", d.Approved, l(d.Approver), l(d.Assurance), l(d.Authenticated), l(d.Reason))
 	}
