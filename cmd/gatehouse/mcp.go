@@ -201,9 +201,9 @@ func cmdMCPUpstream(_ context.Context, env *cliEnv, args []string) error {
 	if err != nil {
 		return err
 	}
-	var changes []mcpsink.Change
+	changes := []mcpsink.Change{} // [] in --json when nothing changed, not null
 	if l != nil {
-		changes = mcpsink.Diff(pin, l.Tools)
+		changes = append(changes, mcpsink.Diff(pin, l.Tools)...)
 	}
 	if asJSON {
 		if err := out(changes); err != nil {
