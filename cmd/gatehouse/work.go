@@ -16,6 +16,7 @@ import (
 	"github.com/gatehouse/gatehouse/broker/embedded"
 	"github.com/gatehouse/gatehouse/dashboard/reveal"
 	"github.com/gatehouse/gatehouse/policy"
+	"github.com/nats-io/nats.go"
 )
 
 // connFlags are the flags every client command shares.
@@ -69,13 +70,29 @@ func (c *connFlags) dial(role client.Role) (*client.Client, error) {
 			}
 		}
 	}
-	if role == client.Agent && c.agent != "" {
-		return client.DialAgent(url, c.agent, creds)
+	var cl *client.Client
+	var err error
+	switch {
+	case role == client.Agent && c.agent != "":
+		cl, err = client.DialAgent(url, c.agent, creds)
+	case role == client.App && c.app != "":
+		cl, err = client.DialApp(url, c.app, creds)
+	default:
+		cl, err = client.Dial(url, role, creds)
 	}
-	if role == client.App && c.app != "" {
-		return client.DialApp(url, c.app, creds)
+	return cl, noBroker(url, err)
+}
+
+// noBroker gives a NATS that cannot be reached its stable code and what to
+// do (the client's own message names the URL as given, password and all);
+// other errors, such as a credential that cannot be read, are left as
+// they are.
+func noBroker(url string, err error) error {
+	if !errors.Is(err, nats.ErrNoServers) {
+		return err
 	}
-	return client.Dial(url, role, creds)
+	return fmt.Errorf("%s: cannot reach NATS at %s (%w); nothing was decided: start 'gatehouse serve', or fix --nats-url, then retry",
+		broker.CodeNoBroker, redactURL(url), nats.ErrNoServers)
 }
 
 // existing is path if a file is there, else "".
