@@ -46,7 +46,7 @@ func cmdMCP(ctx context.Context, env *cliEnv, args []string) error {
 		wait time.Duration
 	)
 	fs := newEnvFlags(env, "mcp", mcpUsage)
-	cf.register(fs)
+	cf.registerConn(fs) // no --json: stdout is the MCP session
 	// A tool call may run code or a browser action: give it a minute.
 	if tf := fs.Lookup("timeout"); tf != nil {
 		_ = tf.Value.Set("60s")

@@ -34,3 +34,14 @@ func TestClientCommandWithoutNATSSaysNoBroker(t *testing.T) {
 		}
 	}
 }
+
+// gatehouse mcp's stdout is the MCP session, so it has no --json: the flag
+// is a usage error (exit 2), not silently ignored.
+func TestMCPHasNoJSONFlag(t *testing.T) {
+	var out, errb bytes.Buffer
+	err := run(context.Background(), []string{"mcp", "--run", "r_01m8n75ye327hsa7apgb8fqfxn", "--json"},
+		func(string) string { return "" }, strings.NewReader(""), &out, &errb)
+	if code := exitCode(err, &errb); code != 2 || !strings.Contains(errb.String(), "unknown flag --json") {
+		t.Fatalf("mcp --json: exit %d, stderr %q; want exit 2, unknown flag", code, errb.String())
+	}
+}

@@ -31,11 +31,17 @@ type connFlags struct {
 }
 
 func (c *connFlags) register(fs *flagSet) {
+	c.registerConn(fs)
+	fs.BoolVar(&c.json, "json", false, "print the reply as JSON")
+}
+
+// registerConn adds the connection flags alone, for a command that prints
+// no reply of its own (gatehouse mcp speaks MCP on stdout).
+func (c *connFlags) registerConn(fs *flagSet) {
 	fs.stringVar(&c.dataDir, "data-dir", ".gatehouse", "a running 'gatehouse serve' data dir, to find its NATS URL and credentials")
 	fs.stringVar(&c.natsURL, "nats-url", "", "NATS URL (default: the one the local 'gatehouse serve' wrote)")
 	fs.stringVar(&c.creds, "creds", "", "nkey seed file (default: the local server's credentials for this role)")
 	fs.DurationVar(&c.timeout, "timeout", 10*time.Second, "how long to wait for a broker")
-	fs.BoolVar(&c.json, "json", false, "print the reply as JSON")
 }
 
 // registerApp adds --app, for the commands an application runs.
