@@ -78,6 +78,12 @@ func cmdApprove(ctx context.Context, env *cliEnv, args []string) error {
 	if !slices.Contains([]string{"password", "mfa", "webauthn"}, assurance) {
 		return usageError("--assurance %q: how the backend authenticated the approver is password, mfa or webauthn", assurance)
 	}
+	if sub == "list" && len(rest) > 0 {
+		return usageError("approve list takes no arguments (filter with --state and --tenant)")
+	}
+	if sub != "list" && len(rest) != 1 {
+		return usageError("approve %s takes one request id", sub)
+	}
 	c, err := cf.dial(client.App)
 	if err != nil {
 		return err
