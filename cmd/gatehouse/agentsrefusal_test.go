@@ -1,8 +1,6 @@
 package main
 
 import (
-	"bytes"
-	"context"
 	"strings"
 	"testing"
 )
@@ -12,11 +10,8 @@ import (
 func TestAgentsRefusalsSayWhatToDo(t *testing.T) {
 	dir := t.TempDir()
 	cli := func(args ...string) (int, string) {
-		var out, errb bytes.Buffer
-		err := run(context.Background(), append(args, "--data-dir", dir), func(string) string { return "" },
-			strings.NewReader(""), &out, &errb)
-		code := exitCode(err, &errb)
-		return code, errb.String()
+		code, _, errs := runCLI(append(args, "--data-dir", dir)...)
+		return code, errs
 	}
 	if code, msg := cli("agents", "add", "invoice-bot"); code != 0 {
 		t.Fatalf("agents add: exit %d, %s", code, msg)

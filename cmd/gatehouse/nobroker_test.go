@@ -1,8 +1,6 @@
 package main
 
 import (
-	"bytes"
-	"context"
 	"net"
 	"strings"
 	"testing"
@@ -23,11 +21,7 @@ func TestClientCommandWithoutNATSSaysNoBroker(t *testing.T) {
 		{"effect", "output", "--run", "r_01m8n75ye327hsa7apgb8fqfxn", "--result", "1"},
 		{"work", "open", "--tenant", "acme", "--person", "ada"},
 	} {
-		var out, errb bytes.Buffer
-		err := run(context.Background(), append(args, "--nats-url", url, "--data-dir", t.TempDir(), "--timeout", "2s"),
-			func(string) string { return "" }, strings.NewReader(""), &out, &errb)
-		code := exitCode(err, &errb)
-		msg := errb.String()
+		code, _, msg := runCLI(append(args, "--nats-url", url, "--data-dir", t.TempDir(), "--timeout", "2s")...)
 		if code != 1 || !strings.Contains(msg, "NO_BROKER: cannot reach NATS at nats://[redacted]@"+addr) ||
 			!strings.Contains(msg, "nothing was decided") || strings.Contains(msg, "s3cret") {
 			t.Errorf("%s: exit %d, stderr %q; want exit 1 and NO_BROKER with the URL redacted", args[0], code, msg)
@@ -38,10 +32,7 @@ func TestClientCommandWithoutNATSSaysNoBroker(t *testing.T) {
 // gatehouse mcp's stdout is the MCP session, so it has no --json: the flag
 // is a usage error (exit 2), not silently ignored.
 func TestMCPHasNoJSONFlag(t *testing.T) {
-	var out, errb bytes.Buffer
-	err := run(context.Background(), []string{"mcp", "--run", "r_01m8n75ye327hsa7apgb8fqfxn", "--json"},
-		func(string) string { return "" }, strings.NewReader(""), &out, &errb)
-	if code := exitCode(err, &errb); code != 2 || !strings.Contains(errb.String(), "unknown flag --json") {
-		t.Fatalf("mcp --json: exit %d, stderr %q; want exit 2, unknown flag", code, errb.String())
+	if code, _, msg := runCLI("mcp", "--run", "r_01m8n75ye327hsa7apgb8fqfxn", "--json"); code != 2 || !strings.Contains(msg, "unknown flag --json") {
+		t.Fatalf("mcp --json: exit %d, stderr %q; want exit 2, unknown flag", code, msg)
 	}
 }
