@@ -225,7 +225,9 @@ func (j *journalRuns) get(id string) *runData {
 }
 
 // lineage returns why run rd's delegation chain leaves its principal,
-// "" when every ancestor acts for the same one.
+// "" when every ancestor acts for the same one. An ancestor of another
+// tenant is not named (the reason goes into the tenant's manifest and
+// timeline); one of the same tenant is.
 func (j *journalRuns) lineage(rd *runData) string {
 	seen := map[string]bool{rd.id: true}
 	for cur := rd; cur.open != nil && cur.open.Parent != ""; {
@@ -237,6 +239,10 @@ func (j *journalRuns) lineage(rd *runData) string {
 		parent := j.get(pid)
 		if parent.open == nil {
 			return fmt.Sprintf("it was delegated from run %s, which is not in the journal", pid)
+		}
+		if parent.open.ActingFor.Tenant != rd.open.ActingFor.Tenant {
+			// Never named: another tenant's run id is not the reader's.
+			return "it was delegated from a run of another tenant"
 		}
 		if parent.open.ActingFor != rd.open.ActingFor {
 			return fmt.Sprintf("it was delegated from run %s, which acts for another principal", pid)
