@@ -2,6 +2,7 @@ package web
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -112,5 +113,33 @@ func TestApprovalPaneOfAMixedRunShowsATenantNoOtherTenantsDecision(t *testing.T)
 	admin.login("ada")
 	if _, page := admin.get("/approvals/" + r.ID + "/pane"); !strings.Contains(page, "globex-payroll") {
 		t.Errorf("the admin's pane lost the run's earlier decision:\n%s", page)
+	}
+}
+
+// The person page's verify badge is about the whole journal: for a user
+// bound to a tenant it says whether the journal verified, not how many
+// runs and events the whole deployment holds (other tenants' activity,
+// which an auditor reloading the page would watch grow). The admin's
+// page still gives the figures.
+func TestPersonPageGivesATenantNoDeploymentWideCounts(t *testing.T) {
+	ev := newEnv(t, true)
+	rep, err := journal.Verify(ev.journal, journal.VerifyOptions{})
+	if err != nil || !rep.OK {
+		t.Fatalf("verify: %+v %v", rep, err)
+	}
+	whole := fmt.Sprintf("%d runs, %d events", rep.Runs, rep.Events)
+	acme := ev.client(t)
+	acme.login("aud-acme")
+	resp, page := acme.get("/evidence/acme/alice")
+	if resp.StatusCode != 200 || !strings.Contains(page, `data-testid="verify"`) || !strings.Contains(page, "no findings") {
+		t.Fatalf("GET person: %d\n%s", resp.StatusCode, page)
+	}
+	if strings.Contains(page, whole) {
+		t.Errorf("the acme auditor's page gives the whole journal's %q", whole)
+	}
+	admin := ev.client(t)
+	admin.login("ada")
+	if _, page := admin.get("/evidence/acme/alice"); !strings.Contains(page, whole) {
+		t.Errorf("the admin's page lost the figures %q", whole)
 	}
 }
