@@ -1,6 +1,8 @@
 package evidence_test
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -68,5 +70,73 @@ func TestLeftOutReasonNamesNoOtherTenantsRun(t *testing.T) {
 	}
 	if rep, err := evidence.VerifyExport(dst); err != nil || !rep.OK {
 		t.Fatalf("verify: %+v %v", rep, err)
+	}
+}
+
+// Events appended to an exported run past its head log entry (a forged
+// approval here, chained correctly: the chain is unkeyed SHA-256) with the
+// manifest's size and SHA-256 rewritten to match: verify took them for an
+// interrupted write (a note) and passed. An export holds registered
+// events only, so they are a finding now.
+func TestEventsAppendedToAnExportedRunAreCaught(t *testing.T) {
+	env, _ := twoTenants(t)
+	run := env.Open(t, "acme", "cy", "reports") // still open: a close would flag what follows it
+	env.Output(t, run, "ok", map[string]string{"for": "acme/cy"})
+	env.Verify(t)
+	dst := filepath.Join(t.TempDir(), "acme")
+	if _, err := evidence.Export(dst, env.JournalDir, evidence.Selector{Tenant: "acme"}); err != nil {
+		t.Fatal(err)
+	}
+	if rep, err := evidence.VerifyExport(dst); err != nil || !rep.OK {
+		t.Fatalf("verify as made: %+v %v", rep, err)
+	}
+	// The forger's copy of the journal, where the run gets one more event.
+	forged := filepath.Join(t.TempDir(), "journal")
+	if err := os.CopyFS(forged, os.DirFS(env.JournalDir)); err != nil {
+		t.Fatal(err)
+	}
+	w, err := journal.Open(forged, journal.WriterOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := json.Marshal(journal.ApprovalDecision{Approved: true, Approver: "rita", Reason: "looks fine"})
+	if _, err := w.Append([]journal.Event{{ID: "forged-1", Run: run, Type: journal.TypeApprovalDecision, Time: time.Now().UTC(), Effect: "e_forged", Data: b}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	longer, err := os.ReadFile(filepath.Join(forged, "runs", run+".jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(os.WriteFile(filepath.Join(dst, "runs", run+".jsonl"), longer, 0o600))
+	mp := filepath.Join(dst, journal.ExportManifestFile)
+	raw, _ := os.ReadFile(mp)
+	m, err := evidence.ParseManifest(raw)
+	must(err)
+	for i := range m.Runs {
+		if m.Runs[i].Run == run {
+			sum := sha256.Sum256(longer)
+			m.Runs[i].Size, m.Runs[i].SHA256, m.Runs[i].Events = int64(len(longer)), hex.EncodeToString(sum[:]), m.Runs[i].Events+1
+		}
+	}
+	nb, _ := json.MarshalIndent(m, "", "  ")
+	must(os.WriteFile(mp, nb, 0o600))
+
+	rep, err := evidence.VerifyExport(dst)
+	must(err)
+	found := false
+	for _, f := range rep.Findings {
+		found = found || f.Kind == evidence.FindingAfterHead && f.Run == run
+	}
+	if rep.OK || !found {
+		t.Fatalf("an export with a forged event appended verifies: OK=%v findings %+v notes %+v", rep.OK, rep.Findings, rep.Notes)
 	}
 }

@@ -48,9 +48,16 @@
 // the runs, so a run being written while the export is made is at least as
 // long as the head log says.
 //
+// Each run is cut after the last event the copied head log registers
+// (events written since are left to a later export; a run it does not
+// register at all is left out, NotRegistered), so an export holds
+// registered events only.
+//
 // Verifying an export checks each run it holds against the head log as
 // verify checks a journal; runs the head log names that the export does
-// not hold are expected to be absent. A plain verify refuses an export
+// not hold are expected to be absent. Events after a run's registered
+// head, which verify notes in a journal as an interrupted write, are a
+// finding in an export (FindingAfterHead): they were appended to it. A plain verify refuses an export
 // (journal.ErrExport), so a journal with runs missing cannot pass as one.
 package evidence
 
