@@ -193,6 +193,19 @@ type VerifyStatus struct {
 	Findings int
 	Error    string
 	At       time.Time
+	// Scoped is set for a reader bound to one tenant: the whole
+	// journal's run and event counts (other tenants' activity) and the
+	// read error (the server's paths) are not shown, only the verdict.
+	Scoped bool
+}
+
+// ForTenant is s as a reader bound to one tenant sees it (Scoped).
+func (s VerifyStatus) ForTenant() VerifyStatus {
+	s.Scoped, s.Runs, s.Events = true, 0, 0
+	if s.Error != "" {
+		s.Error = "the journal could not be read (an operator finds why in the server log)"
+	}
+	return s
 }
 
 // PersonView is the evidence of one person: evidence.Timeline, the same

@@ -248,7 +248,7 @@ func (a *app) detail(c echo.Context, r *approval.Request, f dashboard.Filter) da
 		d.EarlierError = "This process has no journal to read the run from."
 		return d
 	}
-	run, err := evidence.RunOf(a.cfg.JournalDir, r.Run)
+	run, err := a.runFor(ss.User, r.Run)
 	if err != nil {
 		d.EarlierError = "The run's journal file is not readable here (yet): its decisions appear once the journal writer has written them."
 		d.RunLink = false
@@ -569,13 +569,15 @@ func (a *app) sessionJSON(c echo.Context) error {
 // runPage is one run's timeline: for reviewers (the approvals pane links
 // it), operators (policy review's examples) and auditors; a user bound to
 // a tenant sees only that tenant's runs (another's is not found).
+//
+// A tenant-bound user is shown a run by the rule of the tenant's export
+// and timeline (evidence.RunOfTenant): a run of their tenant that also
+// worked for someone else is not found either, or its page would show
+// what it did for another tenant.
 func (a *app) runPage(c echo.Context) error {
-	run, err := evidence.RunOf(a.cfg.JournalDir, c.Param("run"))
-	if err != nil {
-		return echo.NewHTTPError(http.StatusNotFound, "There is no such run in the journal (it may not be written yet).")
-	}
 	u := a.session(c).User
-	if u.Tenant != "" && run.For.Tenant != u.Tenant {
+	run, err := a.runFor(u, c.Param("run"))
+	if err != nil {
 		return echo.NewHTTPError(http.StatusNotFound, "There is no such run in the journal (it may not be written yet).")
 	}
 	back, label := "/approvals", "Back to approvals"
@@ -597,4 +599,14 @@ func (a *app) runPage(c echo.Context) error {
 		active = "evidence"
 	}
 	return render(c, http.StatusOK, dashboard.RunPage(dashboard.RunView{Nav: a.nav(c, active), Run: run, Back: back, BackLabel: label}))
+}
+
+// runFor reads a run as u may see it: whole for a user of the whole
+// deployment; for one bound to a tenant, only a run the tenant's export
+// would hold (evidence.RunOfTenant), else evidence.ErrNoRun.
+func (a *app) runFor(u User, id string) (*evidence.RunEntry, error) {
+	if u.Tenant != "" {
+		return evidence.RunOfTenant(a.cfg.JournalDir, id, u.Tenant)
+	}
+	return evidence.RunOf(a.cfg.JournalDir, id)
 }

@@ -260,8 +260,14 @@ func (a *app) personPage(c echo.Context) error {
 		a.log().Error("timeline", "err", err)
 		return echo.NewHTTPError(http.StatusServiceUnavailable, "the journal could not be read")
 	}
-	return render(c, http.StatusOK, dashboard.PersonPage(dashboard.PersonView{Nav: a.nav(c, "evidence"), Timeline: tl,
-		Verify: dashboard.VerifyStatusOf(tl, a.now())}))
+	vs := dashboard.VerifyStatusOf(tl, a.now())
+	if a.tenantOf(c) != "" {
+		if vs.Error != "" {
+			a.log().Error("evidence: journal verify", "err", vs.Error)
+		}
+		vs = vs.ForTenant()
+	}
+	return render(c, http.StatusOK, dashboard.PersonPage(dashboard.PersonView{Nav: a.nav(c, "evidence"), Timeline: tl, Verify: vs}))
 }
 
 func (a *app) export(c echo.Context) error {

@@ -71,6 +71,7 @@ func collect(journalDir string, sel Selector, opts exportOptions) (*bundle, erro
 	if err != nil {
 		return nil, err
 	}
+	registered := registeredHeads(head)
 	b := &bundle{head: head}
 	b.manifest = Manifest{Format: ManifestFormat, Version: ManifestVersion, Tenant: sel.Tenant, Person: sel.Person,
 		Created: opts.now().UTC(), Head: fileOf("head.jsonl", head), Runs: []RunFile{}}
@@ -84,14 +85,66 @@ func collect(journalDir string, sel Selector, opts exportOptions) (*bundle, erro
 			b.manifest.LeftOut = append(b.manifest.LeftOut, LeftOut{Run: id, Reason: why})
 			continue
 		}
-		b.runs = append(b.runs, rd.raw)
-		b.manifest.Runs = append(b.manifest.Runs, RunFile{Run: id, Person: rd.open.ActingFor.Person, Events: len(rd.events),
-			File: fileOf("runs/"+id+".jsonl", rd.raw)})
+		raw, events, ok := uptoHead(rd.raw, registered[id])
+		if !ok {
+			b.manifest.LeftOut = append(b.manifest.LeftOut, LeftOut{Run: id, Reason: NotRegistered})
+			continue
+		}
+		b.runs = append(b.runs, raw)
+		b.manifest.Runs = append(b.manifest.Runs, RunFile{Run: id, Person: rd.open.ActingFor.Person, Events: events,
+			File: fileOf("runs/"+id+".jsonl", raw)})
 	}
 	if err := b.prove(cpNote, cp); err != nil {
 		return nil, err
 	}
 	return b, nil
+}
+
+// NotRegistered is the left-out reason of a run the copied head log does
+// not register yet (it was being opened as the export was made); the
+// next export holds it.
+const NotRegistered = "the head log did not register it yet when the export was made: a later export holds it"
+
+// registeredHeads is each run's latest registered event in the head log
+// bytes head (its highest run_seq).
+func registeredHeads(head []byte) map[string]uint64 {
+	out := map[string]uint64{}
+	for line := range bytes.Lines(head) {
+		var h struct {
+			Run    string `json:"run"`
+			RunSeq uint64 `json:"run_seq"`
+		}
+		if json.Unmarshal(line, &h) == nil && h.RunSeq > out[h.Run] {
+			out[h.Run] = h.RunSeq
+		}
+	}
+	return out
+}
+
+// uptoHead cuts a run file's complete lines raw after its event seq reg,
+// the one the head log copy registers last: events written after the head
+// log was copied are left to a later export, so every event an export
+// holds is registered, and verify takes any other as appended to it. It
+// returns the bytes kept and how many events they hold; ok is false when
+// reg is 0 (not registered). A file without event reg (cut short in the
+// journal) is kept whole, for verify to report.
+func uptoHead(raw []byte, reg uint64) (kept []byte, events int, ok bool) {
+	if reg == 0 {
+		return nil, 0, false
+	}
+	off, n := 0, 0
+	for line := range bytes.Lines(raw) {
+		off += len(line)
+		ev, err := journal.ParseLine(bytes.TrimSuffix(line, []byte("\n")))
+		if err != nil {
+			continue
+		}
+		n++
+		if ev.Seq == reg {
+			return raw[:off], n, true
+		}
+	}
+	return raw, n, true
 }
 
 // latestCheckpoint reads the journal's latest stored checkpoint: nil when

@@ -48,9 +48,16 @@
 // the runs, so a run being written while the export is made is at least as
 // long as the head log says.
 //
+// Each run is cut after the last event the copied head log registers
+// (events written since are left to a later export; a run it does not
+// register at all is left out, NotRegistered), so an export holds
+// registered events only.
+//
 // Verifying an export checks each run it holds against the head log as
 // verify checks a journal; runs the head log names that the export does
-// not hold are expected to be absent. A plain verify refuses an export
+// not hold are expected to be absent. Events after a run's registered
+// head, which verify notes in a journal as an interrupted write, are a
+// finding in an export (FindingAfterHead): they were appended to it. A plain verify refuses an export
 // (journal.ErrExport), so a journal with runs missing cannot pass as one.
 package evidence
 
@@ -225,7 +232,9 @@ func (j *journalRuns) get(id string) *runData {
 }
 
 // lineage returns why run rd's delegation chain leaves its principal,
-// "" when every ancestor acts for the same one.
+// "" when every ancestor acts for the same one. An ancestor of another
+// tenant is not named (the reason goes into the tenant's manifest and
+// timeline); one of the same tenant is.
 func (j *journalRuns) lineage(rd *runData) string {
 	seen := map[string]bool{rd.id: true}
 	for cur := rd; cur.open != nil && cur.open.Parent != ""; {
@@ -237,6 +246,10 @@ func (j *journalRuns) lineage(rd *runData) string {
 		parent := j.get(pid)
 		if parent.open == nil {
 			return fmt.Sprintf("it was delegated from run %s, which is not in the journal", pid)
+		}
+		if parent.open.ActingFor.Tenant != rd.open.ActingFor.Tenant {
+			// Never named: another tenant's run id is not the reader's.
+			return "it was delegated from a run of another tenant"
 		}
 		if parent.open.ActingFor != rd.open.ActingFor {
 			return fmt.Sprintf("it was delegated from run %s, which acts for another principal", pid)

@@ -25,3 +25,21 @@ func RunOf(dir, run string) (*RunEntry, error) {
 	e := entry(rd, nil)
 	return &e, nil
 }
+
+// RunOfTenant is RunOf for a reader bound to one tenant: a run that does
+// not act for tenant, or that an export of the tenant leaves out (it also
+// worked for someone else: a decision acting for another principal, a
+// delegation chain crossing to another one), is ErrNoRun, exactly as a run
+// that does not exist, so the answer names no other tenant's run.
+func RunOfTenant(dir, run, tenant string) (*RunEntry, error) {
+	if !journal.ValidRunID(run) || tenant == "" {
+		return nil, ErrNoRun
+	}
+	jr := &journalRuns{dir: dir, cache: map[string]*runData{}}
+	rd := jr.get(run)
+	if rd.readErr != "" || rd.open == nil || rd.open.ActingFor.Tenant != tenant || jr.leftOut(rd) != "" {
+		return nil, ErrNoRun
+	}
+	e := entry(rd, nil)
+	return &e, nil
+}

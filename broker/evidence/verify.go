@@ -26,6 +26,13 @@ const (
 	FindingUnlistedRun journal.FindingKind = "export-unlisted-run"
 	// A run that does not act for the manifest's tenant (and person).
 	FindingForeignRun journal.FindingKind = "export-foreign-run"
+	// Events of an exported run after its last head log entry, or a
+	// partial last line: an export holds registered events only (the
+	// exporter cuts each run at the head log it copies), so they were
+	// added after it was made. In a journal the same is an interrupted
+	// write (a note); in an export, unsigned events appended there would
+	// otherwise verify.
+	FindingAfterHead journal.FindingKind = "export-after-head"
 )
 
 // VerifyOptions are the public keys an export is checked with. The zero
@@ -109,7 +116,17 @@ func VerifyExportWith(dir string, opts VerifyOptions) (*journal.Report, error) {
 		return nil, err
 	}
 	extra, notes := verifyProofs(dir, m, opts.Checkpoint)
-	rep.Notes = append(rep.Notes, notes...)
+	kept := rep.Notes[:0]
+	for _, n := range rep.Notes {
+		switch n.Kind {
+		case journal.NoteAfterHead, journal.NotePartialLine:
+			extra = append(extra, journal.Finding{Kind: FindingAfterHead, Run: n.Run, File: n.File,
+				Detail: n.Detail + "; an export holds only events its head log registers: these were added after it was made"})
+		default:
+			kept = append(kept, n)
+		}
+	}
+	rep.Notes = append(kept, notes...)
 	check := func(f File, run string) {
 		n, sum, err := hashFile(filepath.Join(dir, filepath.FromSlash(f.Path)), f.Size)
 		if errors.Is(err, fs.ErrNotExist) {
