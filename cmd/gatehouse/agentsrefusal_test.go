@@ -1,6 +1,8 @@
 package main
 
 import (
+	"errors"
+	"os"
 	"strings"
 	"testing"
 )
@@ -28,5 +30,27 @@ func TestAgentsRefusalsSayWhatToDo(t *testing.T) {
 		if code != 1 || !strings.Contains(msg, c.want) {
 			t.Errorf("%v: exit %d, stderr %q; want exit 1 and %q", c.args, code, msg, c.want)
 		}
+	}
+}
+
+// mcp token makes a bearer token only for an agent registered in the data
+// dir: for any other name it exits 1, says how to register it, and writes
+// no token file.
+func TestMCPTokenOnlyForARegisteredAgent(t *testing.T) {
+	dir := t.TempDir()
+	code, out, msg := runCLI("mcp", "token", "nobody", "--data-dir", dir)
+	if code != 1 || out != "" || !strings.Contains(msg, "agent nobody: not registered") || !strings.Contains(msg, "gatehouse agents add nobody") {
+		t.Fatalf("mcp token nobody: exit %d, stdout %q, stderr %q; want exit 1, not registered", code, out, msg)
+	}
+	if _, err := os.Stat(mcpTokenPath(dir, "nobody")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("a token file for an unregistered agent: %v", err)
+	}
+	if code, _, msg := runCLI("agents", "add", "bob", "--data-dir", dir); code != 0 {
+		t.Fatalf("agents add bob: exit %d %s", code, msg)
+	}
+	code, out, msg = runCLI("mcp", "token", "bob", "--data-dir", dir)
+	tok, err := os.ReadFile(mcpTokenPath(dir, "bob"))
+	if code != 0 || err != nil || strings.TrimSpace(string(tok)) != strings.TrimSpace(out) || !strings.HasPrefix(out, mcpTokenPrefix) {
+		t.Fatalf("mcp token bob: exit %d, stdout %q, file %q (%v), stderr %s", code, out, tok, err, msg)
 	}
 }

@@ -174,7 +174,7 @@ var cmdDocs = map[string]cmdDoc{
 			"gatehouse mcp token invoice-bot                                          # a bearer token for serve --mcp-http",
 			"gatehouse mcp upstream show files --json",
 		},
-		exits: []exitDoc{{0, "the client closed the session (or the token was made)"}, {1, "Gatehouse could not be reached"}, {2, "bad usage"}},
+		exits: []exitDoc{{0, "the client closed the session (or the token was made)"}, {1, "Gatehouse could not be reached; mcp token: the agent is not registered"}, {2, "bad usage"}},
 	},
 	"mcp upstream": {
 		examples: []string{
