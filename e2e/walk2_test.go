@@ -2,11 +2,14 @@ package e2e
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/gatehouse/gatehouse/broker/approval"
 )
@@ -105,5 +108,39 @@ func TestWalk2ApprovalLifeThroughServe(t *testing.T) {
 	}
 	if r := gh(t, "verify", filepath.Join(data, "journal")); r.code != 0 {
 		t.Fatalf("verify: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+}
+
+// TestWalk2MCPHTTPRefusesAnotherAgentsRun walks "Streamable HTTP": with
+// bob's token, a session on bob's run opens; on a run opened for no agent
+// it is refused 403 with the code the broker gives the same refusal,
+// NOT_RUN_AGENT (it said FORBIDDEN_FIELD, a code about request fields), and
+// without a token 401.
+func TestWalk2MCPHTTPRefusesAnotherAgentsRun(t *testing.T) {
+	data := t.TempDir()
+	s := serve(t, data, "--mcp-http", "127.0.0.1:0", "--agents", "bob")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	open := func(args ...string) string {
+		t.Helper()
+		r := gh(t, append([]string{"work", "open", "--data-dir", data, "--tenant", "acme", "--person", "ada"}, args...)...)
+		if r.code != 0 {
+			t.Fatalf("work open: exit %d %s", r.code, r.stderr)
+		}
+		return strings.TrimSpace(r.stdout)
+	}
+	bobs, nobodys := open("--agent", "bob"), open()
+	tok := agentToken(t, data, "bob")
+	openMCP(ctx, t, s.ep.MCP, bobs, tok)
+	code, _, body := mcpRaw(ctx, t, "POST", s.ep.MCP+"?run="+nobodys, tok, "", mcpInit)
+	var e struct {
+		Error struct{ Code, Message string } `json:"error"`
+	}
+	if err := json.Unmarshal([]byte(body), &e); code != http.StatusForbidden || err != nil || e.Error.Code != "NOT_RUN_AGENT" ||
+		!strings.Contains(e.Error.Message, "was not opened for agent bob") {
+		t.Fatalf("bob's token on a run opened for no agent: %d %s", code, body)
+	}
+	if code, _, body := mcpRaw(ctx, t, "POST", s.ep.MCP+"?run="+bobs, "", "", mcpInit); code != http.StatusUnauthorized {
+		t.Fatalf("no token: %d %s", code, body)
 	}
 }

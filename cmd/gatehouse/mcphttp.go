@@ -291,7 +291,7 @@ func (m *mcpHTTP) bind(next http.Handler) http.Handler {
 			return
 		case broker.RunAgent(run) != ti.UserID:
 			m.log.Warn("mcp session refused: the run is not this agent's", "agent", ti.UserID, "run", id)
-			httpError(w, http.StatusForbidden, broker.CodeForbiddenField,
+			httpError(w, http.StatusForbidden, broker.CodeNotRunAgent,
 				fmt.Sprintf("run %s was not opened for agent %s; an agent's session is bound to a run the application opened for it", id, ti.UserID))
 			return
 		}
