@@ -30,7 +30,7 @@ func TestPeerNextServedByTheBroker(t *testing.T) {
 	ps := servePeer(t, js, nc)
 	run := &broker.Run{ID: broker.NewRunID(time.Now()), Agent: "carol"}
 	sendToBob(t, ps, run, "for bob")
-	queued := func() uint64 { return queuedPeer(t, js) }
+	queued := func(want uint64) uint64 { return queuedPeer(t, js, want) }
 	ask := func(id, reply, body string) *broker.PeerNextReply {
 		t.Helper()
 		sub, err := nc.SubscribeSync(reply)
@@ -73,7 +73,7 @@ func TestPeerNextServedByTheBroker(t *testing.T) {
 	if r := ask("alice", subject.AgentInboxOf("alice")+".1", ""); r.Error != nil || r.Message != nil {
 		t.Fatalf("alice asking for her own (none): %+v", r)
 	}
-	if n := queued(); n != 1 {
+	if n := queued(1); n != 1 {
 		t.Fatalf("the queue holds %d messages, want bob's one", n)
 	}
 	if m, err := elsewhere.NextMsg(0); !errors.Is(err, nats.ErrTimeout) {
@@ -84,7 +84,7 @@ func TestPeerNextServedByTheBroker(t *testing.T) {
 	if r.Error != nil || r.Message == nil || r.Message.From != "carol" || string(r.Message.Body) != `"for bob"` || r.Message.FromRun != run.ID {
 		t.Fatalf("bob's message: %+v", r)
 	}
-	if n := queued(); n != 0 {
+	if n := queued(0); n != 0 {
 		t.Fatalf("the queue holds %d messages after bob took his", n)
 	}
 	if r := ask("bob", subject.AgentInboxOf("bob")+".3", ""); r.Error != nil || r.Message != nil {
@@ -95,10 +95,12 @@ func TestPeerNextServedByTheBroker(t *testing.T) {
 	if _, err := js.Publish(ctx, subject.Peer("bob", run.ID), []byte("not json")); err != nil {
 		t.Fatal(err)
 	}
-	if m, _, err := ps.Next(ctx, "bob", 0, nil); err != nil || m != nil {
+	// Waited for (a second): with no wait Next may ask before the
+	// message is there, and leave it queued.
+	if m, _, err := ps.Next(ctx, "bob", time.Second, nil); err != nil || m != nil {
 		t.Fatalf("a malformed message: %+v %v", m, err)
 	}
-	if n := queued(); n != 0 {
+	if n := queued(0); n != 0 {
 		t.Fatalf("the malformed message is still queued: %d", n)
 	}
 	cctx, cancel := context.WithCancel(ctx)
@@ -116,7 +118,7 @@ func TestPeerNextJudge(t *testing.T) {
 	ps := servePeer(t, js, js.Conn())
 	run := &broker.Run{ID: broker.NewRunID(time.Now()), Agent: "carol"}
 	send := func(body string) { sendToBob(t, ps, run, body) }
-	queued := func() uint64 { return queuedPeer(t, js) }
+	queued := func(want uint64) uint64 { return queuedPeer(t, js, want) }
 	verdict := func(v broker.PeerVerdict) func(*broker.PeerMessage) broker.PeerVerdict {
 		return func(*broker.PeerMessage) broker.PeerVerdict { return v }
 	}
@@ -126,21 +128,21 @@ func TestPeerNextJudge(t *testing.T) {
 	if err != nil || m == nil || v != broker.PeerLeave || string(m.Body) != `"one"` {
 		t.Fatalf("left: %+v %v %v", m, v, err)
 	}
-	if n := queued(); n != 2 {
+	if n := queued(2); n != 2 {
 		t.Fatalf("after a leave the queue holds %d messages, want 2", n)
 	}
 	m, v, err = ps.Next(ctx, "bob", time.Second, verdict(broker.PeerDrop))
 	if err != nil || m == nil || v != broker.PeerDrop || string(m.Body) != `"one"` {
 		t.Fatalf("the left message is not the next one: %+v %v %v", m, v, err)
 	}
-	if n := queued(); n != 1 {
+	if n := queued(1); n != 1 {
 		t.Fatalf("after a drop the queue holds %d messages, want 1", n)
 	}
 	m, v, err = ps.Next(ctx, "bob", time.Second, verdict(broker.PeerTake))
 	if err != nil || m == nil || v != broker.PeerTake || string(m.Body) != `"two"` {
 		t.Fatalf("taken: %+v %v %v", m, v, err)
 	}
-	if n := queued(); n != 0 {
+	if n := queued(0); n != 0 {
 		t.Fatalf("after a take the queue holds %d messages", n)
 	}
 }
@@ -161,18 +163,27 @@ func sendToBob(t *testing.T, ps *peer.Sink, run *broker.Run, body string) {
 }
 
 // queuedPeer is the number of messages the peer stream holds.
-func queuedPeer(t *testing.T, js jetstream.JetStream) uint64 {
+func queuedPeer(t *testing.T, js jetstream.JetStream, want uint64) uint64 {
 	t.Helper()
 	ctx := sinktest.Ctx(t)
 	st, err := js.Stream(ctx, subject.PeerStream)
 	if err != nil {
 		t.Fatal(err)
 	}
-	info, err := st.Info(ctx)
-	if err != nil {
-		t.Fatal(err)
+	// A work queue removes an acknowledged message after the ack is
+	// confirmed, not with it: the count is read until it is want (or
+	// 10 s have passed, and the count then is what it is).
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		info, err := st.Info(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := info.State.Msgs; n == want || time.Now().After(deadline) {
+			return n
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
-	return info.State.Msgs
 }
 
 // servePeer makes the peer sink on js and a broker serving it, with no

@@ -115,9 +115,8 @@ func TestNATSPermissions(t *testing.T) {
 	if m := receive(t, alice, "alice", 5*time.Second); m == nil || string(m.Body) != `"for-alice-1"` || m.From != "carol" {
 		t.Fatalf("alice received %+v", m)
 	}
-	st, _ := js.Stream(ctx, subject.PeerStream)
-	if info, _ := st.Info(ctx); info.State.Msgs != 0 {
-		t.Fatalf("the peer stream still holds %d messages after alice acknowledged", info.State.Msgs)
+	if n := queuedPeer(t, js, 0); n != 0 {
+		t.Fatalf("the peer stream still holds %d messages after alice acknowledged", n)
 	}
 
 	// bob cannot fetch alice's messages through her consumer.
