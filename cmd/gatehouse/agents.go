@@ -187,8 +187,10 @@ func cmdIdentities(_ context.Context, env *cliEnv, args []string, class subject.
 		}
 	})
 	switch {
-	case errors.Is(err, identity.ErrExists) || errors.Is(err, identity.ErrNotFound):
-		return &exitError{code: exitFindings, err: err}
+	case errors.Is(err, identity.ErrExists):
+		return &exitError{code: exitFindings, err: fmt.Errorf("%w (a new credential for it: gatehouse %s rotate %s)", err, cmd, name)}
+	case errors.Is(err, identity.ErrNotFound):
+		return &exitError{code: exitFindings, err: fmt.Errorf("%w (the registered ones: gatehouse %s list --data-dir %s)", err, cmd, dataDir)}
 	case errors.Is(err, identity.ErrBadName) || errors.Is(err, identity.ErrBadOrigin):
 		return &exitError{code: exitUsage, err: err}
 	case err != nil:

@@ -78,6 +78,12 @@ func cmdApprove(ctx context.Context, env *cliEnv, args []string) error {
 	if !slices.Contains([]string{"password", "mfa", "webauthn"}, assurance) {
 		return usageError("--assurance %q: how the backend authenticated the approver is password, mfa or webauthn", assurance)
 	}
+	if sub == "list" && len(rest) > 0 {
+		return usageError("approve list takes no arguments (filter with --state and --tenant)")
+	}
+	if sub != "list" && len(rest) != 1 {
+		return usageError("approve %s takes one request id", sub)
+	}
 	c, err := cf.dial(client.App)
 	if err != nil {
 		return err
@@ -227,6 +233,12 @@ func printRequest(env *cliEnv, r *approval.Request, full bool) {
 			recs[i] = l(x)
 		}
 		fmt.Fprintf(env.stdout, "  check: %s -> %s (%s) from %s\n", l(c.Change), l(c.Outcome), l(c.Rule), strings.Join(recs, ", "))
+	}
+	// A reopened request's earlier decisions no longer count; the person
+	// asked again sees who said what before, and when, so an expired
+	// approval (--approval-life) is not mistaken for a request never seen.
+	for _, d := range r.Previous {
+		fmt.Fprintf(env.stdout, "  set aside: approved=%v by %s (%s, %s) %s, at %s\n", d.Approved, l(d.Approver), l(d.Assurance), l(d.Authenticated), l(d.Reason), d.Time.UTC().Format(time.RFC3339))
 	}
 	if d := r.Decision; d != nil {
 		fmt.Fprintf(env.stdout, "  decided: approved=%v by %s (%s, %s) %s\n", d.Approved, l(d.Approver), l(d.Assurance), l(d.Authenticated), l(d.Reason))

@@ -174,7 +174,7 @@ var cmdDocs = map[string]cmdDoc{
 			"gatehouse mcp token invoice-bot                                          # a bearer token for serve --mcp-http",
 			"gatehouse mcp upstream show files --json",
 		},
-		exits: []exitDoc{{0, "the client closed the session (or the token was made)"}, {1, "Gatehouse could not be reached"}, {2, "bad usage"}},
+		exits: []exitDoc{{0, "the client closed the session (or the token was made)"}, {1, "Gatehouse could not be reached; mcp token: the agent is not registered"}, {2, "bad usage"}},
 	},
 	"mcp upstream": {
 		examples: []string{
@@ -182,7 +182,7 @@ var cmdDocs = map[string]cmdDoc{
 			"gatehouse mcp upstream show files",
 			"gatehouse mcp upstream accept files --tool read_file --note \"reviewed by rita\"",
 		},
-		exits: []exitDoc{{0, "done (show: nothing changed)"}, {1, "show: changes wait for review"}, {2, "bad usage"}},
+		exits: []exitDoc{{0, "done (show: nothing changed)"}, {1, "show: changes wait for review; show or accept: the server has no pin; accept: nothing to accept"}, {2, "bad usage"}},
 	},
 	"sinks": {
 		examples: []string{

@@ -12,6 +12,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"github.com/gatehouse/gatehouse/sandbox"
@@ -30,6 +31,9 @@ func main() {
 type exitError struct {
 	code int
 	err  error
+	// usage marks a mistake in the command line (usageError): run ends
+	// its message with which help to read, unless it names one already.
+	usage bool
 }
 
 func (e *exitError) Error() string {
@@ -64,7 +68,29 @@ func exitCode(err error, stderr io.Writer) int {
 
 // usageError marks bad arguments (exit status 2).
 func usageError(format string, a ...any) error {
-	return &exitError{code: exitUsage, err: fmt.Errorf(format, a...)}
+	return &exitError{code: exitUsage, err: fmt.Errorf(format, a...), usage: true}
+}
+
+// groups are the commands whose subcommands have help of their own
+// (gatehouse work open --help); mcp's only for these words.
+var groups = map[string]bool{"work": true, "agents": true, "apps": true, "approve": true, "users": true,
+	"policy": true, "mcp": true, "sandbox": true, "contract": true}
+
+// withHelpHint ends a usage mistake's message by naming the help to read
+// (Run 'gatehouse work open --help' for usage.), as the README promises
+// of every mistake; other errors, and messages that name a help already,
+// pass as they are.
+func withHelpHint(args []string, err error) error {
+	var ee *exitError
+	if !errors.As(err, &ee) || !ee.usage || ee.err == nil || strings.Contains(ee.err.Error(), "\nRun 'gatehouse") {
+		return err
+	}
+	name := args[0]
+	if len(args) > 1 && groups[name] && !strings.HasPrefix(args[1], "-") &&
+		(name != "mcp" || args[1] == "upstream" || args[1] == "token") {
+		name += " " + args[1]
+	}
+	return usageHint(name, ee.err.Error())
 }
 
 const topUsage = `gatehouse decides, records and carries out the effects AI agents propose.
@@ -108,6 +134,12 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 		renderHelp(stderr, "gatehouse", topUsage, nil)
 		return &exitError{code: exitUsage}
 	}
+	return withHelpHint(args, dispatch(ctx, env, args))
+}
+
+// dispatch runs the command args name.
+func dispatch(ctx context.Context, env *cliEnv, args []string) error {
+	getenv, stdin, stdout, stderr := env.getenv, env.stdin, env.stdout, env.stderr
 	switch cmd, rest := args[0], args[1:]; cmd {
 	case "serve":
 		return cmdServe(ctx, env, rest)

@@ -46,7 +46,7 @@ func cmdMCP(ctx context.Context, env *cliEnv, args []string) error {
 		wait time.Duration
 	)
 	fs := newEnvFlags(env, "mcp", mcpUsage)
-	cf.register(fs)
+	cf.registerConn(fs) // no --json: stdout is the MCP session
 	// A tool call may run code or a browser action: give it a minute.
 	if tf := fs.Lookup("timeout"); tf != nil {
 		_ = tf.Value.Set("60s")
@@ -201,9 +201,9 @@ func cmdMCPUpstream(_ context.Context, env *cliEnv, args []string) error {
 	if err != nil {
 		return err
 	}
-	var changes []mcpsink.Change
+	changes := []mcpsink.Change{} // [] in --json when nothing changed, not null
 	if l != nil {
-		changes = mcpsink.Diff(pin, l.Tools)
+		changes = append(changes, mcpsink.Diff(pin, l.Tools)...)
 	}
 	if asJSON {
 		if err := out(changes); err != nil {

@@ -23,6 +23,7 @@ import (
 
 	"github.com/gatehouse/gatehouse/broker"
 	"github.com/gatehouse/gatehouse/broker/client"
+	"github.com/gatehouse/gatehouse/broker/embedded"
 	"github.com/gatehouse/gatehouse/broker/mcpserver"
 	"github.com/gatehouse/gatehouse/broker/subject"
 	"github.com/gatehouse/gatehouse/policy"
@@ -89,6 +90,12 @@ func cmdMCPToken(env *cliEnv, args []string) error {
 	}
 	if len(pos) != 1 {
 		return usageError("mcp token takes one agent name")
+	}
+	// A token speaks for a registered agent (agents add, serve --agents:
+	// each has its seed in the data dir); one for a name nobody registered
+	// would authenticate sessions no NATS connection stands behind.
+	if subject.ValidAgent(pos[0]) && existing(embedded.AgentCredsPath(filepath.Join(dataDir, "nats"), pos[0])) == "" {
+		return fmt.Errorf("agent %s: not registered in %s (register it first: gatehouse agents add %s, or serve --agents %s)", pos[0], dataDir, pos[0], pos[0])
 	}
 	tok, err := newMCPToken(dataDir, pos[0])
 	if err != nil {
@@ -284,7 +291,7 @@ func (m *mcpHTTP) bind(next http.Handler) http.Handler {
 			return
 		case broker.RunAgent(run) != ti.UserID:
 			m.log.Warn("mcp session refused: the run is not this agent's", "agent", ti.UserID, "run", id)
-			httpError(w, http.StatusForbidden, broker.CodeForbiddenField,
+			httpError(w, http.StatusForbidden, broker.CodeNotRunAgent,
 				fmt.Sprintf("run %s was not opened for agent %s; an agent's session is bound to a run the application opened for it", id, ti.UserID))
 			return
 		}

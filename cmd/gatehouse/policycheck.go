@@ -26,7 +26,10 @@ against each other before anything is served:
     operation, and every provider, integration and host a rule names is in
     the catalogue;
   - every effects target about provider calls can match one (a target is
-    host and path as sent, the base_url's path included).
+    host and path as sent, the base_url's path included);
+  - no agent card's tool pattern is written the way an MCP client shows
+    the tool (bank__transfer for bank/transfer, output_deliver for
+    output.deliver), which would match nothing.
 
 Notes (a grounding rule that leaves other_fields at allow) are printed
 too, and do not fail the check.
@@ -144,7 +147,7 @@ func runPolicyCheck(policyFile, providersFile, groundingFile, mcpFile string) *c
 				if want, ok := cardToolSpelling(cp.Pattern); ok {
 					rep.Problems = append(rep.Problems, checkProblem{File: policyFile,
 						Rule: fmt.Sprintf("agents %q %s", cp.Agent, cp.Key), Part: cp.Pattern,
-						Problem: fmt.Sprintf("%q is how an MCP client shows the tool; cards match the card name, so this pattern matches nothing", cp.Pattern),
+						Problem: fmt.Sprintf("%q is how an MCP client shows the tool; card patterns match Gatehouse's name for it (SINK.ACTION, SERVER/TOOL), so this pattern matches nothing", cp.Pattern),
 						Fix:     fmt.Sprintf("write %q", want)})
 				}
 			}

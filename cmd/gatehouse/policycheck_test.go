@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -25,6 +26,9 @@ func TestPolicyCheckFindsClientToolSpellings(t *testing.T) {
 	var got []string
 	for _, p := range rep.Problems {
 		got = append(got, p.Part+" -> "+p.Fix)
+		if !strings.Contains(p.Problem, "SINK.ACTION, SERVER/TOOL") {
+			t.Errorf("problem %q does not say how cards name tools", p.Problem)
+		}
 	}
 	want := []string{`files__read -> write "files/read"`, `output_deliver -> write "output.deliver"`, `bank__transfer -> write "bank/transfer"`}
 	slices.Sort(got)

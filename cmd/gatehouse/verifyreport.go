@@ -103,7 +103,7 @@ func (sc *verifyScope) describe(rep *journal.Report) (checked, notChecked []stri
 		checked = append(checked, "every exported file against export.json (size, SHA-256), and no run of anyone else")
 	}
 	if sc.keys != nil {
-		what := fmt.Sprintf("signatures: %d of %d events signed, each under one of %d trusted key(s)", rep.Signed, rep.Events, sc.keys.Len())
+		what := fmt.Sprintf("signatures: %d of %d events signed, each checked against the %d trusted key(s)", rep.Signed, rep.Events, sc.keys.Len())
 		if sc.require {
 			what += "; every event must be signed"
 		}

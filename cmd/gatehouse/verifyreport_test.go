@@ -1,6 +1,9 @@
 package main
 
 import (
+	"crypto/ed25519"
+	"crypto/rand"
+	"slices"
 	"strings"
 	"testing"
 
@@ -42,5 +45,24 @@ func TestDescribeUnreadableHeadLog(t *testing.T) {
 	checked, _ = sc.describe(&journal.Report{Events: 3, Runs: 1, HeadEntries: 2})
 	if !strings.Contains(strings.Join(checked, "\n"), "the head log's chain (2 entries)") {
 		t.Fatalf("checked %q", checked)
+	}
+}
+
+// With --trusted-key, what was checked names the keys the signatures were
+// checked against, and does not read as though every event were signed
+// under one of them (an untrusted signer is a finding, reported apart).
+func TestDescribeSignaturesCheckedAgainstKeys(t *testing.T) {
+	pub, _, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys, err := journal.NewTrustedKeys(pub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checked, _ := (&verifyScope{keys: keys}).describe(&journal.Report{Events: 5, Signed: 5, Runs: 1})
+	want := "signatures: 5 of 5 events signed, each checked against the 1 trusted key(s)"
+	if !slices.Contains(checked, want) {
+		t.Fatalf("checked %q, want %q", checked, want)
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/gatehouse/gatehouse/broker/embedded"
 	"github.com/gatehouse/gatehouse/dashboard/reveal"
 	"github.com/gatehouse/gatehouse/policy"
+	"github.com/nats-io/nats.go"
 )
 
 // connFlags are the flags every client command shares.
@@ -30,11 +31,17 @@ type connFlags struct {
 }
 
 func (c *connFlags) register(fs *flagSet) {
+	c.registerConn(fs)
+	fs.BoolVar(&c.json, "json", false, "print the reply as JSON")
+}
+
+// registerConn adds the connection flags alone, for a command that prints
+// no reply of its own (gatehouse mcp speaks MCP on stdout).
+func (c *connFlags) registerConn(fs *flagSet) {
 	fs.stringVar(&c.dataDir, "data-dir", ".gatehouse", "a running 'gatehouse serve' data dir, to find its NATS URL and credentials")
 	fs.stringVar(&c.natsURL, "nats-url", "", "NATS URL (default: the one the local 'gatehouse serve' wrote)")
 	fs.stringVar(&c.creds, "creds", "", "nkey seed file (default: the local server's credentials for this role)")
 	fs.DurationVar(&c.timeout, "timeout", 10*time.Second, "how long to wait for a broker")
-	fs.BoolVar(&c.json, "json", false, "print the reply as JSON")
 }
 
 // registerApp adds --app, for the commands an application runs.
@@ -69,13 +76,29 @@ func (c *connFlags) dial(role client.Role) (*client.Client, error) {
 			}
 		}
 	}
-	if role == client.Agent && c.agent != "" {
-		return client.DialAgent(url, c.agent, creds)
+	var cl *client.Client
+	var err error
+	switch {
+	case role == client.Agent && c.agent != "":
+		cl, err = client.DialAgent(url, c.agent, creds)
+	case role == client.App && c.app != "":
+		cl, err = client.DialApp(url, c.app, creds)
+	default:
+		cl, err = client.Dial(url, role, creds)
 	}
-	if role == client.App && c.app != "" {
-		return client.DialApp(url, c.app, creds)
+	return cl, noBroker(url, err)
+}
+
+// noBroker gives a NATS that cannot be reached its stable code and what to
+// do (the client's own message names the URL as given, password and all);
+// other errors, such as a credential that cannot be read, are left as
+// they are.
+func noBroker(url string, err error) error {
+	if !errors.Is(err, nats.ErrNoServers) {
+		return err
 	}
-	return client.Dial(url, role, creds)
+	return fmt.Errorf("%s: cannot reach NATS at %s (%w); nothing was decided: start 'gatehouse serve', or fix --nats-url, then retry",
+		broker.CodeNoBroker, redactURL(url), nats.ErrNoServers)
 }
 
 // existing is path if a file is there, else "".
