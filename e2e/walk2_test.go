@@ -54,7 +54,7 @@ func TestWalk2ApprovalLifeThroughServe(t *testing.T) {
 		"--assurance", "mfa", "--reason", "invoice checked"); r.code != 0 {
 		t.Fatalf("approve: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
-	if r := payout(); r.code != 3 || !strings.Contains(r.stdout, id) {
+	if r := payout(); r.code != 3 || !strings.Contains(r.stdout, id) || !strings.Contains(r.stdout, "why: ") || !strings.Contains(r.stdout, "the approval expired: given ") {
 		t.Fatalf("payout after its approval expired: exit %d, want 3, held under %s\n%s%s", r.code, id, r.stdout, r.stderr)
 	}
 	got := approvalShow(t, data, id)

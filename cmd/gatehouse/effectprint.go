@@ -29,6 +29,11 @@ func printEffectResult(env *cliEnv, r *broker.EffectReply) {
 		if d.Approval != "" {
 			fmt.Fprintf(w, "  held for approval %s: a person decides it (gatehouse approve show %s, or the dashboard's Approvals page);\n"+
 				"  propose the same effect again, unchanged, once it is approved\n", d.Approval, d.Approval)
+			// Why it is held again, when it was decided before (an expired
+			// approval, a rule that changed, one waiting for a person).
+			if e := r.Error; e != nil && !strings.HasSuffix(e.Message, d.Approval) {
+				fmt.Fprintf(w, "  why: %s\n", termSafe(e.Message))
+			}
 		}
 		return
 	}
