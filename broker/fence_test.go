@@ -180,6 +180,23 @@ func TestCloseFencesAnotherBrokersDecision(t *testing.T) {
 	}
 }
 
+// peerHello connects as a broker that sends one heartbeat as id, waits
+// until fb has heard it, and returns the connection and the heartbeat.
+func peerHello(t *testing.T, ns *embedded.Server, fb *fencedBroker, id string) (*nats.Conn, []byte) {
+	t.Helper()
+	nc, err := ns.Connect(embedded.RoleBroker)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	hello := fmt.Appendf(nil, `{"id":%q}`, id)
+	if err := nc.Publish(subject.BrokersHello, hello); err != nil {
+		t.Fatal(err)
+	}
+	waitPeers(t, 1, fb)
+	return nc, hello
+}
+
 // TestCloseGivesUpOnASilentBroker: a broker that is heard from but does
 // not answer the close's ask (killed since its last heartbeat) does not
 // hold the close: it is given up after a moment and the run closes.
@@ -187,16 +204,7 @@ func TestCloseGivesUpOnASilentBroker(t *testing.T) {
 	ns := startEmbedded(t, t.TempDir())
 	o := &streamOrder{}
 	fb := startFencedBroker(t, ns, o)
-	// A heartbeat of a broker that answers nothing.
-	nc, err := ns.Connect(embedded.RoleBroker)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	if err := nc.Publish(subject.BrokersHello, []byte(`{"id":"b_silent"}`)); err != nil {
-		t.Fatal(err)
-	}
-	waitPeers(t, 1, fb)
+	peerHello(t, ns, fb, "b_silent") // a heartbeat of a broker that answers nothing
 
 	ctx := context.Background()
 	run, err := fb.b.Open(ctx, broker.AppCaller(subject.Shared), &broker.OpenWork{Tenant: "acme", Person: "ada"})
@@ -271,18 +279,9 @@ func TestCloseWaitsForASlowBroker(t *testing.T) {
 	ns := startEmbedded(t, t.TempDir())
 	o := &streamOrder{}
 	fb := startFencedBroker(t, ns, o)
-	nc, err := ns.Connect(embedded.RoleBroker)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
+	nc, hello := peerHello(t, ns, fb, "b_slow")
 	js, _ := jetstream.New(nc)
 	rec := broker.NewRecorder(js, 5*time.Second)
-	hello := []byte(`{"id":"b_slow"}`)
-	if err := nc.Publish(subject.BrokersHello, hello); err != nil {
-		t.Fatal(err)
-	}
-	waitPeers(t, 1, fb)
 
 	ctx := context.Background()
 	run, err := fb.b.Open(ctx, broker.AppCaller(subject.Shared), &broker.OpenWork{Tenant: "acme", Person: "ada"})
