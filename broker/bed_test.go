@@ -30,23 +30,29 @@ func newBrokerBed(t *testing.T, dir string, journalFor func(jetstream.JetStream)
 	t.Helper()
 	ns := startEmbedded(t, dir)
 	b, nc, js := strictBroker(t, ns, journalFor, sinkFor)
+	app, agent := serveAndDial(t, ns, dir, nc, b)
+	return &brokerBed{js: js, b: b, app: app, agent: agent}
+}
+
+// serveAndDial serves b's requests on nc and dials the shared application
+// and agent of ns (its store in dir/nats); all are closed at cleanup.
+func serveAndDial(t *testing.T, ns *embedded.Server, dir string, nc *nats.Conn, b *broker.Broker) (app, agent *client.Client) {
+	t.Helper()
 	svc, err := broker.Serve(nc, b, broker.ServiceConfig{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = svc.Close() })
 	creds := func(r embedded.Role) string { return embedded.CredsPath(filepath.Join(dir, "nats"), r) }
-	app, err := client.Dial(ns.URL, client.App, creds(embedded.RoleApp))
-	if err != nil {
+	if app, err = client.Dial(ns.URL, client.App, creds(embedded.RoleApp)); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(app.Close)
-	agent, err := client.Dial(ns.URL, client.Agent, creds(embedded.RoleAgent))
-	if err != nil {
+	if agent, err = client.Dial(ns.URL, client.Agent, creds(embedded.RoleAgent)); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(agent.Close)
-	return &brokerBed{js: js, b: b, app: app, agent: agent}
+	return app, agent
 }
 
 // strictBroker is a strict broker with the output sink on its own

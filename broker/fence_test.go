@@ -13,7 +13,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/gatehouse/gatehouse/broker"
-	"github.com/gatehouse/gatehouse/broker/client"
 	"github.com/gatehouse/gatehouse/broker/embedded"
 	"github.com/gatehouse/gatehouse/broker/journal"
 	"github.com/gatehouse/gatehouse/broker/subject"
@@ -129,22 +128,7 @@ func TestCloseFencesAnotherBrokersDecision(t *testing.T) {
 	decider.j.held, decider.j.release = make(chan struct{}), make(chan struct{})
 	waitPeers(t, 1, closer, decider)
 	// Only the decider answers agents; the test closes through the closer.
-	svc, err := broker.Serve(decider.nc, decider.b, broker.ServiceConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = svc.Close() })
-	creds := func(r embedded.Role) string { return embedded.CredsPath(filepath.Join(dir, "nats"), r) }
-	app, err := client.Dial(ns.URL, client.App, creds(embedded.RoleApp))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(app.Close)
-	agent, err := client.Dial(ns.URL, client.Agent, creds(embedded.RoleAgent))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(agent.Close)
+	app, agent := serveAndDial(t, ns, dir, decider.nc, decider.b)
 
 	ctx := context.Background()
 	run, err := app.OpenWork(ctx, broker.OpenWork{Tenant: "acme", Person: "ada"})
@@ -229,22 +213,7 @@ func TestAnAgentCannotFenceARun(t *testing.T) {
 	dir := t.TempDir()
 	ns := startEmbedded(t, dir)
 	fb := startFencedBroker(t, ns, &streamOrder{})
-	svc, err := broker.Serve(fb.nc, fb.b, broker.ServiceConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = svc.Close() })
-	creds := func(r embedded.Role) string { return embedded.CredsPath(filepath.Join(dir, "nats"), r) }
-	app, err := client.Dial(ns.URL, client.App, creds(embedded.RoleApp))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(app.Close)
-	agent, err := client.Dial(ns.URL, client.Agent, creds(embedded.RoleAgent))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(agent.Close)
+	app, agent := serveAndDial(t, ns, dir, fb.nc, fb.b)
 	ctx := context.Background()
 	run, err := app.OpenWork(ctx, broker.OpenWork{Tenant: "acme", Person: "ada"})
 	if err != nil {
